@@ -1,0 +1,119 @@
+"""The /v1 HTTP endpoints: parse, call the service, render. Nothing else lives here."""
+from __future__ import annotations
+
+from typing import TypeVar
+
+from flask import Blueprint, current_app, g, request
+from pydantic import BaseModel, ValidationError
+
+from . import canonical, errors, schemas
+from .auth import require_operator
+from .domain import Outcome
+from .render import record_json, respond, validation_details
+from .service import Claim, KeyStoreService
+
+bp = Blueprint("v1", __name__, url_prefix="/v1")
+M = TypeVar("M", bound=BaseModel)
+MAX_RESULT_BYTES = 256 * 1024  # the contract's limit on a result body, in canonical form
+
+
+def _service() -> KeyStoreService:
+    return current_app.extensions["keystore"].service
+
+
+@bp.before_request
+def _authenticate() -> None:
+    g.principal = current_app.extensions["keystore"].auth.authenticate(
+        request.headers.get("Authorization"))
+
+
+def _body(model: type[M]) -> M:
+    try:
+        data = canonical.parse_json_object(request.get_data(cache=False))
+    except ValueError as exc:
+        raise errors.InvalidRequest(str(exc)) from None
+    return _validate(model, data)
+
+
+def _validate(model: type[M], data: dict) -> M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise errors.InvalidRequest("the request does not match the schema",
+                                    details=validation_details(exc)) from None
+
+
+def _fingerprint(body: schemas.ClaimRequest) -> str | None:
+    if body.payload is None:
+        return body.fingerprint
+    try:
+        return canonical.fingerprint(body.payload)
+    except ValueError as exc:
+        raise errors.InvalidRequest(str(exc), details={"field": "payload"}) from None
+
+
+@bp.post("/claim")
+def claim():
+    body = _body(schemas.ClaimRequest)
+    settings = current_app.extensions["keystore"].settings
+    result = _service().claim(g.principal.tenant_id, Claim(
+        body.scope, body.key, _fingerprint(body),
+        body.ttl_seconds or settings.default_ttl_seconds,
+        body.lease_seconds or settings.default_lease_seconds, body.on_stale))
+    record = result.record
+    if result.outcome is Outcome.REPLAY:
+        return respond({"outcome": "replay", "record": record_json(record)}, 200, record,
+                       {"Idempotent-Replayed": "true"})
+    return respond({"outcome": "acquired", "lease_token": result.lease_token,
+                    "attempt": record.attempt, "record": record_json(record)}, 201, record)
+
+
+def _result_json(result: schemas.ResultIn | None) -> str:
+    fields = {} if result is None else result.model_dump(exclude_none=True)
+    try:
+        text = canonical.canonical(fields)
+    except ValueError as exc:
+        raise errors.InvalidRequest(str(exc), details={"field": "result"}) from None
+    if len(text) > MAX_RESULT_BYTES:
+        raise errors.InvalidRequest("result.body is over 256 KiB in canonical form",
+                                    details={"field": "result.body", "limit": MAX_RESULT_BYTES})
+    return text.decode("utf-8")
+
+
+@bp.post("/complete")
+def complete():
+    body = _body(schemas.CompleteRequest)
+    record = _service().complete(g.principal.tenant_id, body.scope, body.key, body.lease_token,
+                                 body.state, _result_json(body.result))
+    return respond({"record": record_json(record)}, 200, record)
+
+
+@bp.post("/release")
+def release():
+    body = _body(schemas.ReleaseRequest)
+    record = _service().release(g.principal.tenant_id, body.scope, body.key, body.lease_token,
+                                body.reason)
+    return respond({"record": record_json(record)}, 200, record)
+
+
+@bp.post("/extend")
+def extend():
+    body = _body(schemas.ExtendRequest)
+    record = _service().extend(g.principal.tenant_id, body.scope, body.key, body.lease_token,
+                               body.lease_seconds, body.checkpoint, body.resource_id)
+    return respond({"record": record_json(record)}, 200, record)
+
+
+@bp.get("/keys")
+def lookup():
+    query = _validate(schemas.LookupQuery, request.args.to_dict())
+    record = _service().lookup(g.principal.tenant_id, query.scope, query.key, query.wait or 0)
+    return respond({"record": record_json(record)}, 200, record)
+
+
+@bp.post("/expire")
+def expire():
+    require_operator(g.principal)
+    body = _body(schemas.ExpireRequest)
+    record = _service().expire(g.principal.tenant_id, body.scope, body.key)
+    return respond({"record": record_json(record)}, 200, record)

@@ -1,0 +1,125 @@
+"""create_app(): the one place where settings, database, store, service and views meet.
+
+No side effects at import. `gunicorn 'keystore_service.app:create_app()'` works, and so does
+`keystore serve`, which also migrates the database once before the workers start.
+"""
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Optional
+
+from flask import Flask, g, request
+from werkzeug.exceptions import HTTPException
+
+from . import db, errors, openapi
+from .accounts import Accounts
+from .auth import Authenticator
+from .render import error_response, respond
+from .service import Clock, KeyStoreService, system_clock
+from .settings import Settings, load
+from .store import RecordStore
+
+log = logging.getLogger("keystore")
+access_log = logging.getLogger("keystore.access")
+
+
+@dataclass
+class Keystore:
+    """What the views need, built once per process."""
+
+    settings: Settings
+    database: db.Database
+    service: KeyStoreService
+    accounts: Accounts
+    auth: Authenticator
+
+
+def build(settings: Settings, clock: Clock = system_clock) -> Keystore:
+    engine = db.create(settings.database_url, pool_size=settings.pool_size,
+                       sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
+                       sqlite_synchronous=settings.sqlite_synchronous)
+    database = db.Database(engine)
+    accounts = Accounts(database)
+    return Keystore(settings, database, KeyStoreService(RecordStore(database), clock),
+                    accounts, Authenticator(accounts, settings.token_cache_seconds))
+
+
+def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock) -> Flask:
+    settings = settings or load()
+    app = Flask("keystore_service")
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
+    app.json.sort_keys = False
+    app.extensions["keystore"] = build(settings, clock)
+
+    from .api import bp
+    app.register_blueprint(bp)
+    _service_endpoints(app)
+    _error_handlers(app)
+    if settings.access_log:
+        _access_log(app)
+    return app
+
+
+def _service_endpoints(app: Flask) -> None:
+    @app.get("/healthz")
+    def healthz():
+        return respond({"status": "ok"})
+
+    @app.get("/readyz")
+    def readyz():
+        app.extensions["keystore"].database.ping()  # Unavailable -> 503
+        return respond({"status": "ready"})
+
+    spec = openapi.document()
+
+    @app.get("/openapi.json")
+    def openapi_json():
+        return respond(spec)
+
+
+def _error_handlers(app: Flask) -> None:
+    @app.errorhandler(errors.KeystoreError)
+    def _keystore_error(exc: errors.KeystoreError):
+        return error_response(exc)
+
+    @app.errorhandler(HTTPException)
+    def _http_error(exc: HTTPException):
+        mapped = {404: errors.NotFound("no such endpoint"),
+                  405: errors.MethodNotAllowed(),
+                  413: errors.PayloadTooLarge(
+                      details={"limit_bytes": app.config["MAX_CONTENT_LENGTH"]})}
+        err = mapped.get(exc.code or 500)
+        if err is None:
+            err = (errors.InvalidRequest(exc.description or "bad request")
+                   if (exc.code or 500) < 500 else errors.InternalError())
+        resp = error_response(err)
+        if exc.code == 405:
+            resp.headers["Allow"] = ", ".join(exc.valid_methods or [])
+        return resp
+
+    @app.errorhandler(Exception)
+    def _unexpected(exc: Exception):
+        # The traceback names code lines only; request bodies are never logged.
+        request_id = g.get("request_id") or request.headers.get("X-Request-Id", "-")[:64]
+        log.error("internal error on %s %s (request %r)", request.method, request.path,
+                  request_id, exc_info=exc)
+        return error_response(errors.InternalError())
+
+
+def _access_log(app: Flask) -> None:
+    @app.before_request
+    def _start() -> None:
+        g.started = time.perf_counter()
+        given = request.headers.get("X-Request-Id", "")[:64]
+        g.request_id = given if given and given.isprintable() else uuid.uuid4().hex
+
+    @app.after_request
+    def _log(resp):
+        principal = g.get("principal")
+        access_log.info("%s %s %s %.1fms tenant=%s request=%s", request.method, request.path,
+                        resp.status_code, (time.perf_counter() - g.started) * 1000,
+                        principal.tenant if principal else "-", g.request_id)
+        return resp

@@ -1,0 +1,134 @@
+"""The `keystore` command: serve, db, tenant and token.
+
+A new token is printed alone on stdout (so `TOKEN=$(keystore token create ...)` works);
+everything meant for a person goes to stderr.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+
+from . import migrate
+from .accounts import AccountError, Accounts
+from .db import Database, create
+from .server import Server, default_workers
+from .service import system_clock
+from .settings import Settings, load
+
+
+def _settings() -> Settings:
+    return load()
+
+
+def _accounts(settings: Settings) -> tuple[Accounts, Database]:
+    database = Database(create(settings.database_url, pool_size=1,
+                               sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms))
+    return Accounts(database), database
+
+
+def _say(message: str) -> None:
+    click.echo(message, err=True)
+
+
+@click.group(help="Idempotency Key Store: exactly-once effects for at-least-once deliveries.")
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@main.command(help="Migrate the database, then serve HTTP with gunicorn (gthread workers).")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--workers", default=default_workers(), show_default=True,
+              type=click.IntRange(1, 64))
+@click.option("--threads", default=4, show_default=True, type=click.IntRange(1, 64))
+def serve(host: str, port: int, workers: int, threads: int) -> None:
+    settings = _settings()
+    revision = migrate.upgrade(settings.database_url)
+    accounts, database = _accounts(settings)
+    try:
+        token = accounts.bootstrap(system_clock())
+    finally:
+        database.engine.dispose()
+    if token:
+        _say("\nFirst start: created tenant 'default' and this operator token. It is shown once;"
+             " only its hash is stored:\n")
+        click.echo(f"    {token}\n")
+        sys.stdout.flush()
+    _say(f"keystore: schema at revision {revision}; serving on http://{host}:{port} "
+         f"({workers} workers x {threads} threads)")
+    Server(settings, host, port, workers, threads).run()
+
+
+@main.group(help="Database schema.")
+def db() -> None:
+    pass
+
+
+@db.command("upgrade", help="Apply the migrations (safe to run from several hosts at once).")
+def db_upgrade() -> None:
+    revision = migrate.upgrade(_settings().database_url)
+    _say(f"keystore: schema at revision {revision}")
+
+
+@db.command("current", help="Show the schema revision of the database and of this code.")
+def db_current() -> None:
+    have, head = migrate.current(_settings().database_url)
+    click.echo(f"database: {have or '(empty)'}\ncode:     {head}")
+    if have != head:
+        sys.exit(1)
+
+
+@main.group(help="Tenants: separate customers of one key store.")
+def tenant() -> None:
+    pass
+
+
+@tenant.command("create")
+@click.argument("name")
+def tenant_create(name: str) -> None:
+    settings = _settings()
+    migrate.upgrade(settings.database_url)
+    accounts, _ = _accounts(settings)
+    try:
+        accounts.create_tenant(name, system_clock())
+    except AccountError as exc:
+        raise click.ClickException(str(exc)) from None
+    _say(f"keystore: created tenant {name!r}")
+
+
+@main.group(help="Bearer tokens (only their hashes are stored).")
+def token() -> None:
+    pass
+
+
+@token.command("create", help="Create a token and print it once, alone on stdout.")
+@click.option("--tenant", "tenant_name", required=True)
+@click.option("--role", type=click.Choice(["client", "operator"]), default="client",
+              show_default=True)
+@click.option("--name", default=None, help="A name for the audit trail (default: ROLE-N).")
+def token_create(tenant_name: str, role: str, name: str | None) -> None:
+    settings = _settings()
+    migrate.upgrade(settings.database_url)
+    accounts, _ = _accounts(settings)
+    try:
+        value = accounts.create_token(tenant_name, role, name, system_clock())
+    except AccountError as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(value)
+    _say(f"keystore: created a {role} token for tenant {tenant_name!r}; store it now, "
+         "it is not shown again")
+
+
+@token.command("revoke", help="Revoke a token by its name (effective within the cache time).")
+@click.option("--tenant", "tenant_name", required=True)
+@click.option("--name", required=True)
+def token_revoke(tenant_name: str, name: str) -> None:
+    accounts, _ = _accounts(_settings())
+    try:
+        accounts.revoke_token(tenant_name, name, system_clock())
+    except AccountError as exc:
+        raise click.ClickException(str(exc)) from None
+    _say(f"keystore: revoked token {name!r} of tenant {tenant_name!r}")

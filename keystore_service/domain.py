@@ -1,0 +1,228 @@
+"""The key store's rules, as data and pure functions.
+
+Nothing here reads a clock, a database or a request: every function takes the record as it is
+stored and `now`, and says what the contract requires. Instants are integers of microseconds
+since the Unix epoch, UTC; that makes "exactly at the expiry instant" an exact comparison on
+every backend. The storage layer turns each decision into one compare-and-set write.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Optional
+
+Micros = int  # microseconds since 1970-01-01T00:00:00Z
+SECOND: Micros = 1_000_000
+
+
+class State(StrEnum):
+    IN_PROGRESS = "in_progress"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    RELEASED = "released"
+    NEEDS_RECONCILIATION = "needs_reconciliation"
+
+
+FINISHED = frozenset({State.SUCCEEDED.value, State.FAILED.value})
+
+
+class OnStale(StrEnum):
+    RECONCILE = "reconcile"
+    RETRY = "retry"
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One stored record (times in Micros). Field order is the table's column order."""
+
+    id: int
+    tenant_id: int
+    scope: str
+    key: str
+    state: str
+    fingerprint: Optional[str]
+    attempt: int
+    incarnation: int
+    lease_token_hash: Optional[str]
+    lease_acquired_at: Optional[Micros]
+    lease_expires_at: Optional[Micros]
+    on_stale: str
+    first_seen_at: Micros
+    last_seen_at: Micros
+    expires_at: Micros
+    duplicate_count: int
+    checkpoint_step: Optional[str]
+    checkpoint_resource_id: Optional[str]
+    checkpoint_at: Optional[Micros]
+    result: Optional[str]  # canonical JSON of the stored result, once finished
+
+
+def lease_live(r: Record, now: Micros) -> bool:
+    """An in-progress record holds its lease until the instant `lease_expires_at`."""
+    return (r.state == State.IN_PROGRESS.value and r.lease_expires_at is not None
+            and now < r.lease_expires_at)
+
+
+def lease_ran_out(r: Record, now: Micros) -> bool:
+    return r.state == State.IN_PROGRESS.value and not lease_live(r, now)
+
+
+def expired(r: Record, now: Micros) -> bool:
+    """Expired from the instant `expires_at` on, but never while a lease is live."""
+    return now >= r.expires_at and not lease_live(r, now)
+
+
+def fingerprints_differ(stored: Optional[str], given: Optional[str]) -> bool:
+    """A mismatch needs a fingerprint on both sides; a missing one matches anything."""
+    return stored is not None and given is not None and stored != given
+
+
+def retry_after_seconds(r: Record, now: Micros) -> int:
+    """Whole seconds until the lease runs out, rounded up, at least 1."""
+    left = (r.lease_expires_at or now) - now
+    return max(1, -(-left // SECOND))
+
+
+# --- claim ------------------------------------------------------------------------------
+
+
+class Outcome(StrEnum):
+    ACQUIRED = "acquired"
+    REPLAY = "replay"
+    IN_PROGRESS = "in_progress"
+    NEEDS_RECONCILIATION = "needs_reconciliation"
+    FINGERPRINT_MISMATCH = "fingerprint_mismatch"
+
+
+class Action(StrEnum):
+    """What the store must write for a claim decision."""
+
+    INSERT = "insert"  # no row at all: insert-or-nothing
+    NEW_INCARNATION = "new_incarnation"  # expired row: start again at attempt 1
+    NEXT_ATTEMPT = "next_attempt"  # released or stale under `retry`: attempt + 1
+    COUNT_REPEAT = "count_repeat"  # duplicate_count + 1, last_seen_at = now
+    MARK_NEEDS_RECONCILIATION = "mark_needs_reconciliation"  # + count the repeat
+    NOTHING = "nothing"  # a refused mismatch leaves the record untouched
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimDecision:
+    outcome: Outcome
+    action: Action
+    row: str  # which row of the contract's table decided, for tests and logs
+
+
+@dataclass(frozen=True, slots=True)
+class ClaimRequest:
+    fingerprint: Optional[str]
+
+
+_Rule = Callable[[Record, ClaimRequest, Micros], bool]
+
+# The contract's claim table, in its order. An expired record is treated as absent first.
+CLAIM_TABLE: tuple[tuple[str, _Rule, Outcome, Action], ...] = (
+    ("different fingerprint", lambda r, q, now: fingerprints_differ(r.fingerprint, q.fingerprint),
+     Outcome.FINGERPRINT_MISMATCH, Action.NOTHING),
+    ("released", lambda r, q, now: r.state == State.RELEASED.value,
+     Outcome.ACQUIRED, Action.NEXT_ATTEMPT),
+    ("finished", lambda r, q, now: r.state in FINISHED,
+     Outcome.REPLAY, Action.COUNT_REPEAT),
+    ("in progress, lease live", lambda r, q, now: lease_live(r, now),
+     Outcome.IN_PROGRESS, Action.COUNT_REPEAT),
+    ("in progress, lease ran out, on_stale retry",
+     lambda r, q, now: lease_ran_out(r, now) and r.on_stale == OnStale.RETRY.value,
+     Outcome.ACQUIRED, Action.NEXT_ATTEMPT),
+    ("in progress, lease ran out, on_stale reconcile",
+     lambda r, q, now: lease_ran_out(r, now),
+     Outcome.NEEDS_RECONCILIATION, Action.MARK_NEEDS_RECONCILIATION),
+    ("needs reconciliation", lambda r, q, now: r.state == State.NEEDS_RECONCILIATION.value,
+     Outcome.NEEDS_RECONCILIATION, Action.COUNT_REPEAT),
+)
+
+
+def decide_claim(r: Optional[Record], q: ClaimRequest, now: Micros) -> ClaimDecision:
+    """Which row of the contract's claim table applies to a claim at `now`."""
+    if r is None:
+        return ClaimDecision(Outcome.ACQUIRED, Action.INSERT, "no record")
+    if expired(r, now):
+        return ClaimDecision(Outcome.ACQUIRED, Action.NEW_INCARNATION, "expired")
+    for name, applies, outcome, action in CLAIM_TABLE:
+        if applies(r, q, now):
+            return ClaimDecision(outcome, action, name)
+    raise AssertionError(f"no claim rule for state {r.state!r}")  # states are a closed set
+
+
+# --- complete, release, extend, expire --------------------------------------------------
+
+
+class Verdict(StrEnum):
+    """The answer to an operation on an existing attempt."""
+
+    APPLY = "apply"  # write the change (compare-and-set)
+    ALREADY_DONE = "already_done"  # the same request again: answer 200, write nothing
+    NOT_FOUND = "not_found"
+    EXPIRED = "expired"
+    LEASE_LOST = "lease_lost"
+    ALREADY_COMPLETED = "already_completed"
+    IN_PROGRESS = "in_progress"
+
+
+def _holder_check(r: Optional[Record], token_hash: str, now: Micros) -> Optional[Verdict]:
+    if r is None:
+        return Verdict.NOT_FOUND
+    if expired(r, now):
+        return Verdict.EXPIRED
+    if r.lease_token_hash != token_hash:
+        return Verdict.LEASE_LOST  # a newer attempt or a person's resolution replaced it
+    return None
+
+
+def decide_complete(r: Optional[Record], token_hash: str, state: str, result: Optional[str],
+                    now: Micros) -> Verdict:
+    """Complete the current attempt with `state` (succeeded | failed) and a canonical result."""
+    early = _holder_check(r, token_hash, now)
+    if early is not None:
+        return early
+    assert r is not None
+    if r.state in FINISHED:
+        same = r.state == state and r.result == result
+        return Verdict.ALREADY_DONE if same else Verdict.ALREADY_COMPLETED
+    if r.state == State.RELEASED.value:
+        return Verdict.LEASE_LOST  # the holder gave its lease back
+    return Verdict.APPLY  # in progress (live or stale) or needs reconciliation
+
+
+def decide_release(r: Optional[Record], token_hash: str, now: Micros) -> Verdict:
+    early = _holder_check(r, token_hash, now)
+    if early is not None:
+        return early
+    assert r is not None
+    if r.state in FINISHED:
+        return Verdict.ALREADY_COMPLETED
+    if r.state == State.RELEASED.value:
+        return Verdict.ALREADY_DONE
+    return Verdict.APPLY
+
+
+def decide_extend(r: Optional[Record], token_hash: str, now: Micros) -> Verdict:
+    early = _holder_check(r, token_hash, now)
+    if early is not None:
+        return early
+    assert r is not None
+    if r.state in FINISHED:
+        return Verdict.ALREADY_COMPLETED
+    if r.state == State.RELEASED.value:
+        return Verdict.LEASE_LOST
+    return Verdict.APPLY  # also revives a stale lease or a needs_reconciliation record
+
+
+def decide_expire(r: Optional[Record], now: Micros) -> Verdict:
+    """An operator ends the retention window now, unless an attempt is running."""
+    if r is None:
+        return Verdict.NOT_FOUND
+    if expired(r, now):
+        return Verdict.ALREADY_DONE
+    if lease_live(r, now):
+        return Verdict.IN_PROGRESS
+    return Verdict.APPLY

@@ -1,0 +1,103 @@
+"""/openapi.json, generated from the pydantic models in schemas.py (so it cannot drift)."""
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel
+from pydantic.json_schema import models_json_schema
+
+from . import schemas
+
+REF = "#/components/schemas/{model}"
+_ERRORS = {"400": "invalid_request", "401": "unauthorized", "403": "forbidden",
+           "404": "not_found or expired", "413": "payload_too_large", "429": "rate_limited",
+           "503": "unavailable"}
+_EXPIRES = {"Idempotency-Expires": {"description": "IMF-fixdate of the record's expires_at",
+                                    "schema": {"type": "string"}}}
+
+
+def _json(model: type[BaseModel], description: str, headers: dict | None = None) -> dict:
+    out: dict[str, Any] = {"description": description, "content": {"application/json": {
+        "schema": {"$ref": REF.format(model=model.__name__)}}}}
+    if headers:
+        out["headers"] = headers
+    return out
+
+
+def _errors(*codes: str) -> dict:
+    return {c: _json(schemas.ErrorResponse, _ERRORS[c]) for c in codes}
+
+
+def _record_call(request: type[BaseModel], summary: str, *extra: tuple[str, str],
+                 operator: bool = False) -> dict:
+    responses = {"200": _json(schemas.RecordResponse, "the record", _EXPIRES),
+                 **_errors("400", "401", "404", "413", "429", "503")}
+    if operator:
+        responses.update(_errors("403"))
+    for status, description in extra:
+        responses[status] = _json(schemas.ErrorResponse, description, _EXPIRES)
+    return {"post": {"summary": summary, "requestBody": {"required": True, "content": {
+        "application/json": {"schema": {"$ref": REF.format(model=request.__name__)}}}},
+        "responses": responses}}
+
+
+def _claim() -> dict:
+    claim = lambda d, h=None: _json(schemas.ClaimResponse, d, {**_EXPIRES, **(h or {})})
+    retry = {"Retry-After": {"description": "seconds until the lease runs out",
+                             "schema": {"type": "string"}}}
+    return {"post": {
+        "summary": "Claim (tenant, scope, key) before the side effect",
+        "requestBody": {"required": True, "content": {"application/json": {
+            "schema": {"$ref": REF.format(model="ClaimRequest")}}}},
+        "responses": {
+            "201": claim("acquired: go and do the side effect"),
+            "200": claim("replay: the stored result", {"Idempotent-Replayed": {
+                "description": "true", "schema": {"type": "string"}}}),
+            "409": claim("in_progress (with Retry-After) or needs_reconciliation", retry),
+            "422": claim("fingerprint_mismatch: refused, not overwritten"),
+            **_errors("400", "401", "413", "429", "503")}}}
+
+
+def _lookup() -> dict:
+    params = [{"name": "scope", "in": "query", "required": True, "schema": {"type": "string"}},
+              {"name": "key", "in": "query", "required": True, "schema": {"type": "string"}},
+              {"name": "wait", "in": "query", "required": False,
+               "schema": {"type": "integer", "minimum": 1, "maximum": 30}}]
+    return {"get": {"summary": "The record; with wait, until an in-progress one changes",
+                    "parameters": params,
+                    "responses": {"200": _json(schemas.RecordResponse, "the record", _EXPIRES),
+                                  **_errors("400", "401", "404", "429", "503")}}}
+
+
+def _plain(summary: str) -> dict:
+    return {"get": {"summary": summary, "security": [],
+                    "responses": {"200": _json(schemas.Health, "ok"),
+                                  "503": _json(schemas.ErrorResponse, "unavailable")}}}
+
+
+def document() -> dict:
+    models = [schemas.ClaimRequest, schemas.CompleteRequest, schemas.ReleaseRequest,
+              schemas.ExtendRequest, schemas.ExpireRequest, schemas.ClaimResponse,
+              schemas.RecordResponse, schemas.ErrorResponse, schemas.Health]
+    _, defs = models_json_schema([(m, "validation" if m.__name__.endswith("Request")
+                                   else "serialization") for m in models], ref_template=REF)
+    paths = {
+        "/v1/claim": _claim(),
+        "/v1/complete": _record_call(schemas.CompleteRequest, "Complete the attempt",
+                                     ("409", "lease_lost or already_completed")),
+        "/v1/release": _record_call(schemas.ReleaseRequest, "Give the attempt back",
+                                    ("409", "lease_lost or already_completed")),
+        "/v1/extend": _record_call(schemas.ExtendRequest, "Heartbeat and checkpoint",
+                                   ("409", "lease_lost or already_completed")),
+        "/v1/expire": _record_call(schemas.ExpireRequest, "End the window now (operator)",
+                                   ("409", "in_progress: a lease is live"), operator=True),
+        "/v1/keys": _lookup(),
+        "/healthz": _plain("The process is alive"),
+        "/readyz": _plain("The database answers"),
+    }
+    return {"openapi": "3.1.0",
+            "info": {"title": "Idempotency Key Store", "version": "1"},
+            "paths": paths,
+            "components": {"schemas": defs.get("$defs", {}),
+                           "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
+            "security": [{"bearer": []}]}

@@ -1,0 +1,79 @@
+"""Everything that turns results and errors into HTTP responses, in one place."""
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime, timedelta
+from email.utils import formatdate
+from typing import Any, Optional
+
+from flask import Response
+
+from . import errors
+from .domain import SECOND, Micros, Record
+
+log = logging.getLogger("keystore.api")
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+JSON = "application/json"
+
+
+def rfc3339(us: Optional[Micros]) -> Optional[str]:
+    """UTC RFC 3339 with `Z`, always to the microsecond: 2026-11-30T02:40:14.123456Z."""
+    if us is None:
+        return None
+    t = _EPOCH + timedelta(microseconds=us)
+    return f"{t:%Y-%m-%dT%H:%M:%S}.{t.microsecond:06d}Z"
+
+
+def imf_fixdate(us: Micros) -> str:
+    """The HTTP date of an instant, rounded down to the second."""
+    return formatdate(us // SECOND, usegmt=True)
+
+
+def record_json(r: Record, review: Optional[dict] = None) -> dict:
+    checkpoint = None
+    if r.checkpoint_at is not None:
+        checkpoint = {"step": r.checkpoint_step, "resource_id": r.checkpoint_resource_id,
+                      "at": rfc3339(r.checkpoint_at)}
+    return {
+        "scope": r.scope, "key": r.key, "state": r.state, "fingerprint": r.fingerprint,
+        "version": None, "attempt": r.attempt,
+        "first_seen_at": rfc3339(r.first_seen_at), "last_seen_at": rfc3339(r.last_seen_at),
+        "expires_at": rfc3339(r.expires_at), "lease_expires_at": rfc3339(r.lease_expires_at),
+        "duplicate_count": r.duplicate_count, "checkpoint": checkpoint,
+        "result": json.loads(r.result) if r.result is not None else None,
+        "review": review,
+    }
+
+
+def respond(body: dict, status: int = 200, record: Optional[Record] = None,
+            headers: Optional[dict] = None) -> Response:
+    resp = Response(json.dumps(body, ensure_ascii=False, separators=(",", ":")), status,
+                    mimetype=JSON)
+    if record is not None:
+        resp.headers["Idempotency-Expires"] = imf_fixdate(record.expires_at)
+    if headers:
+        resp.headers.update(headers)
+    return resp
+
+
+def error_response(exc: errors.KeystoreError) -> Response:
+    body: dict[str, Any] = {"error": {"code": exc.code, "message": exc.message,
+                                      "details": exc.details}}
+    if exc.outcome is not None:
+        body["outcome"] = exc.outcome
+    if exc.record is not None:
+        body["record"] = record_json(exc.record)
+    headers = dict(exc.headers)
+    if exc.status == 503 and "Retry-After" not in headers:
+        headers["Retry-After"] = "1"
+    return respond(body, exc.status, exc.record, headers)
+
+
+def validation_details(exc: Any) -> dict:
+    """Pydantic errors as field + message: never the input value (it may be a payload)."""
+    problems = []
+    for e in exc.errors(include_input=False, include_url=False, include_context=False):
+        field = ".".join(str(p) for p in e["loc"]) or "body"
+        problems.append({"field": field, "message": e["msg"]})
+    return {"errors": problems}

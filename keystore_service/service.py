@@ -1,0 +1,218 @@
+"""Use cases: claim, complete, release, extend, lookup, expire. One use case, one transaction.
+
+The service reads the clock once per call and passes `now` down; the domain decides, the
+store writes with compare-and-set, and a lost race is decided again on the fresh row.
+Refusals are raised as `errors.*` carrying the record they are about.
+"""
+from __future__ import annotations
+
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Optional
+
+from . import domain, errors
+from .accounts import hash_token
+from .domain import Action, Micros, Outcome, Record, State, Verdict
+from .store import INCREMENT, RecordStore, new_record_values
+
+Clock = Callable[[], Micros]
+ROUNDS = 16  # lost compare-and-set races before giving up with 503; each needs a writer
+
+
+def system_clock() -> Micros:
+    return time.time_ns() // 1000
+
+
+def new_lease_token() -> tuple[str, str]:
+    """A fresh lease token (192 random bits) and the hash that is stored instead of it."""
+    token = "lt_" + secrets.token_urlsafe(24)
+    return token, hash_token(token)
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    scope: str
+    key: str
+    fingerprint: Optional[str]
+    ttl_seconds: int
+    lease_seconds: int
+    on_stale: str
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    outcome: Outcome  # ACQUIRED or REPLAY; the other outcomes are raised
+    record: Record
+    lease_token: Optional[str] = None
+
+
+_VERDICT_ERRORS = {
+    Verdict.NOT_FOUND: errors.NotFound, Verdict.EXPIRED: errors.Expired,
+    Verdict.LEASE_LOST: errors.LeaseLost, Verdict.ALREADY_COMPLETED: errors.AlreadyCompleted,
+}
+
+
+class KeyStoreService:
+    def __init__(self, records: RecordStore, clock: Clock = system_clock):
+        self.records = records
+        self.clock = clock
+
+    # --- claim -------------------------------------------------------------------------
+
+    def claim(self, tenant_id: int, c: Claim) -> Claimed:
+        now = self.clock()
+        token, token_hash = new_lease_token()
+        values = new_record_values(
+            tenant_id, c.scope, c.key, c.fingerprint, token_hash, now,
+            now + c.lease_seconds * domain.SECOND, now + c.ttl_seconds * domain.SECOND, c.on_stale)
+        query = domain.ClaimRequest(c.fingerprint)
+        for _ in range(ROUNDS):
+            row = self.records.claim(values)  # insert-or-count: one statement
+            if row is not None:
+                if row.lease_token_hash == token_hash:
+                    return Claimed(Outcome.ACQUIRED, row, token)
+                return _answer(domain.decide_claim(row, query, now).outcome, row, now)
+            with self.records.transaction() as cur:
+                seen = self.records.get(tenant_id, c.scope, c.key, cur)
+                if seen is None:
+                    continue  # purged in between: insert again
+                decision = domain.decide_claim(seen, query, now)
+                if decision.action is Action.NOTHING:
+                    raise _refusal(decision.outcome, seen, now)
+                changes, ended = _claim_changes(decision.action, seen, c, values, now)
+                new = self.records.compare_and_set(seen, changes, cur, ended)
+            if new is not None:
+                if decision.outcome is Outcome.ACQUIRED:
+                    return Claimed(Outcome.ACQUIRED, new, token)
+                return _answer(decision.outcome, new, now)
+        raise errors.Unavailable("too much contention on this key; try again")
+
+    # --- the holder's calls ------------------------------------------------------------
+
+    def complete(self, tenant_id: int, scope: str, key: str, lease_token: str, state: str,
+                 result: str) -> Record:
+        def decide(seen: Optional[Record], h: str, now: Micros):
+            verdict = domain.decide_complete(seen, h, state, result, now)
+            return verdict, {"state": state, "result": result, "lease_expires_at": None}, \
+                {"ending": state, "ended_at": now}
+        return self._holder_call(tenant_id, scope, key, lease_token, decide)
+
+    def release(self, tenant_id: int, scope: str, key: str, lease_token: str,
+                reason: Optional[str]) -> Record:
+        def decide(seen: Optional[Record], h: str, now: Micros):
+            verdict = domain.decide_release(seen, h, now)
+            return verdict, {"state": State.RELEASED.value, "lease_expires_at": None}, \
+                {"ending": "released", "ended_at": now, "reason": reason}
+        return self._holder_call(tenant_id, scope, key, lease_token, decide)
+
+    def extend(self, tenant_id: int, scope: str, key: str, lease_token: str, lease_seconds: int,
+               checkpoint: Optional[str], resource_id: Optional[str]) -> Record:
+        def decide(seen: Optional[Record], h: str, now: Micros):
+            verdict = domain.decide_extend(seen, h, now)
+            changes: dict = {"state": State.IN_PROGRESS.value,
+                             "lease_expires_at": now + lease_seconds * domain.SECOND}
+            if checkpoint is not None:
+                changes["checkpoint_step"] = checkpoint
+            if resource_id is not None:
+                changes["checkpoint_resource_id"] = resource_id
+            if checkpoint is not None or resource_id is not None:
+                changes["checkpoint_at"] = now
+            return verdict, changes, None
+        return self._holder_call(tenant_id, scope, key, lease_token, decide)
+
+    def _holder_call(self, tenant_id: int, scope: str, key: str, lease_token: str,
+                     decide) -> Record:
+        now, token_hash = self.clock(), hash_token(lease_token)
+        for _ in range(ROUNDS):
+            with self.records.transaction() as cur:
+                seen = self.records.get(tenant_id, scope, key, cur)
+                verdict, changes, ended = decide(seen, token_hash, now)
+                if verdict is Verdict.ALREADY_DONE:
+                    return seen
+                if verdict is not Verdict.APPLY:
+                    raise _verdict_error(verdict, seen, now)
+                new = self.records.compare_and_set(seen, changes, cur, ended)
+            if new is not None:
+                return new
+        raise errors.Unavailable("too much contention on this key; try again")
+
+    # --- reading and expiring ----------------------------------------------------------
+
+    def lookup(self, tenant_id: int, scope: str, key: str, wait_seconds: int = 0,
+               sleep: Callable[[float], None] = time.sleep) -> Record:
+        """The record as stored; with a wait, until an in-progress record changes state."""
+        deadline = time.monotonic() + wait_seconds
+        pause = 0.05
+        while True:
+            now = self.clock()
+            seen = self.records.get(tenant_id, scope, key)
+            if seen is None or domain.expired(seen, now):
+                raise _verdict_error(Verdict.NOT_FOUND if seen is None else Verdict.EXPIRED,
+                                     seen, now)
+            left = deadline - time.monotonic()
+            if seen.state != State.IN_PROGRESS.value or left <= 0:
+                return seen
+            sleep(min(pause, left))  # no transaction or connection is held while waiting
+            pause = min(pause * 1.5, 0.5)
+
+    def expire(self, tenant_id: int, scope: str, key: str) -> Record:
+        now = self.clock()
+        for _ in range(ROUNDS):
+            seen = self.records.get(tenant_id, scope, key)
+            verdict = domain.decide_expire(seen, now)
+            if verdict is Verdict.ALREADY_DONE:
+                return seen
+            if verdict is not Verdict.APPLY:
+                raise _verdict_error(verdict, seen, now)
+            new = self.records.compare_and_set(seen, {"expires_at": now})
+            if new is not None:
+                return new
+        raise errors.Unavailable("too much contention on this key; try again")
+
+
+def _claim_changes(action: Action, seen: Record, c: Claim, values: dict, now: Micros):
+    lease = {"state": State.IN_PROGRESS.value, "lease_token_hash": values["lease_token_hash"],
+             "lease_acquired_at": now, "lease_expires_at": values["lease_expires_at"],
+             "on_stale": c.on_stale, "last_seen_at": now}
+    unfinished = seen.state in (State.IN_PROGRESS.value, State.NEEDS_RECONCILIATION.value)
+    if action is Action.NEW_INCARNATION:
+        fresh = {k: values[k] for k in ("fingerprint", "first_seen_at", "expires_at",
+                                        "duplicate_count", "checkpoint_step",
+                                        "checkpoint_resource_id", "checkpoint_at", "result")}
+        ended = {"ending": "taken_over", "ended_at": now, "reason": "expired"}
+        return {**lease, **fresh, "attempt": 1, "incarnation": seen.incarnation + 1}, \
+            (ended if unfinished else None)
+    if action is Action.NEXT_ATTEMPT:
+        ended = {"ending": "taken_over", "ended_at": now,
+                 "reason": "lease ran out (on_stale retry)"}
+        return {**lease, "attempt": seen.attempt + 1}, (ended if unfinished else None)
+    if action is Action.MARK_NEEDS_RECONCILIATION:
+        return {"state": State.NEEDS_RECONCILIATION.value, "duplicate_count": INCREMENT,
+                "last_seen_at": now}, None
+    return {"duplicate_count": INCREMENT, "last_seen_at": now}, None  # COUNT_REPEAT
+
+
+def _answer(outcome: Outcome, record: Record, now: Micros) -> Claimed:
+    if outcome is Outcome.REPLAY:
+        return Claimed(Outcome.REPLAY, record)
+    raise _refusal(outcome, record, now)
+
+
+def _refusal(outcome: Outcome, record: Record, now: Micros) -> errors.KeystoreError:
+    if outcome is Outcome.IN_PROGRESS:
+        seconds = domain.retry_after_seconds(record, now)
+        return errors.InProgress(record=record, outcome=outcome.value,
+                                 details={"retry_after_seconds": seconds},
+                                 headers={"Retry-After": str(seconds)})
+    if outcome is Outcome.NEEDS_RECONCILIATION:
+        return errors.NeedsReconciliation(record=record, outcome=outcome.value)
+    return errors.FingerprintMismatch(record=record, outcome=outcome.value)
+
+
+def _verdict_error(verdict: Verdict, record: Optional[Record], now: Micros):
+    if verdict is Verdict.IN_PROGRESS:
+        return _refusal(Outcome.IN_PROGRESS, record, now)
+    shown = record if verdict in (Verdict.LEASE_LOST, Verdict.ALREADY_COMPLETED) else None
+    return _VERDICT_ERRORS[verdict](record=shown)

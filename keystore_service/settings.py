@@ -1,0 +1,51 @@
+"""Configuration from the environment (prefix KEYSTORE_): the only reader of os.environ."""
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+HOUR = 3600
+# Size the TTL from the sender's retry window plus a margin: a sender that resends for 48 h
+# needs at least 48 h; 72 h also covers a weekend of a paused workflow being switched back on.
+DEFAULT_TTL_SECONDS = 72 * HOUR
+MAX_TTL_SECONDS = 90 * 24 * HOUR  # the contract's 7,776,000 s
+DEFAULT_LEASE_SECONDS = 300  # a side effect that takes longer extends its lease
+MAX_LEASE_SECONDS = 24 * HOUR
+MIB = 1024 * 1024
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="KEYSTORE_", extra="ignore", frozen=True)
+
+    database_url: str = "sqlite:///keystore.db"
+    default_ttl_seconds: int = Field(DEFAULT_TTL_SECONDS, ge=1, le=MAX_TTL_SECONDS)
+    default_lease_seconds: int = Field(DEFAULT_LEASE_SECONDS, ge=1, le=MAX_LEASE_SECONDS)
+    max_body_bytes: int = Field(MIB, ge=1024, le=64 * MIB)
+    pool_size: int = Field(8, ge=1, le=200)
+    # WAL + NORMAL survives a killed process (each commit is in the WAL file); only a power
+    # loss or OS crash can undo the last commits. FULL fsyncs every commit.
+    sqlite_synchronous: Literal["NORMAL", "FULL"] = "NORMAL"
+    sqlite_busy_timeout_ms: int = Field(5000, ge=0, le=600_000)
+    token_cache_seconds: float = Field(5.0, ge=0, le=300)
+    access_log: bool = False
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_backend(cls, url: str) -> str:
+        if not url.startswith(("sqlite:", "sqlite+pysqlite:", "postgresql:", "postgres:",
+                               "postgresql+psycopg:")):
+            raise ValueError("use sqlite:///PATH or postgresql://USER@HOST:PORT/DB")
+        return url
+
+
+def load(**overrides) -> Settings:
+    """Settings from the environment; SystemExit with a clear message if they are invalid."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        lines = [f"  KEYSTORE_{'_'.join(str(p) for p in e['loc']).upper()}: {e['msg']}"
+                 for e in exc.errors()]
+        raise SystemExit("keystore: invalid configuration:\n" + "\n".join(lines)) from None

@@ -1,0 +1,145 @@
+"""Atomic storage of records: one conditional write per decision, never read-then-write.
+
+- `claim`: one INSERT ... ON CONFLICT statement. It inserts a new record (acquired), or
+  counts a repeat that the domain answers without a change of state (replay, in progress,
+  needs reconciliation), or does nothing and returns no row: the caller then reads the row,
+  lets the domain decide, and writes with `compare_and_set`.
+- `compare_and_set`: one UPDATE guarded by everything a decision was based on (incarnation,
+  attempt, state, lease token, lease and expiry instants). If another writer got there first
+  it matches no row and returns None; the caller decides again on the new row.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Optional
+
+from sqlalchemy import and_, bindparam, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+
+from . import domain
+from .db import Database
+from .domain import FINISHED, Micros, Record, State
+from .sql import Sql
+from .tables import attempts, records
+
+R = records.c
+INCREMENT = object()  # a change meaning "this counter + 1"
+# What a decision depends on: if none of these moved, the decision still holds.
+GUARD = ("incarnation", "attempt", "state", "lease_token_hash", "lease_expires_at", "expires_at")
+_INSERT_COLUMNS = [c.name for c in records.c if c.name != "id"]
+
+
+def counted_repeat_sql(row: Any, now: Any, fingerprint: Any):
+    """SQL for the claims the domain answers with Action.COUNT_REPEAT (tested to agree)."""
+    live = and_(row.state == State.IN_PROGRESS.value, row.lease_expires_at > now)
+    not_expired = or_(row.expires_at > now, live)
+    fp_ok = or_(row.fingerprint.is_(None), fingerprint.is_(None), row.fingerprint == fingerprint)
+    # Plain ORs, not IN: an IN list compiles to a parameter expanded at execution time.
+    repeat = or_(*(row.state == s for s in sorted(FINISHED | {State.NEEDS_RECONCILIATION.value})),
+                 live)
+    return and_(not_expired, fp_ok, repeat)
+
+
+class RecordStore:
+    def __init__(self, db: Database):
+        self.db = db
+        dialect = db.engine.dialect
+        ins = (sqlite if db.sqlite else postgresql).insert(records).values(
+            {name: bindparam(name) for name in _INSERT_COLUMNS})
+        now, fp = ins.excluded.last_seen_at, ins.excluded.fingerprint
+        self._claim = Sql(ins.on_conflict_do_update(
+            index_elements=[R.tenant_id, R.scope, R.key],
+            set_={"duplicate_count": R.duplicate_count + 1, "last_seen_at": now},
+            where=counted_repeat_sql(R, now, fp),
+        ).returning(*records.c), dialect)
+        self._get = Sql(select(records).where(
+            R.tenant_id == bindparam("tenant_id"), R.scope == bindparam("scope"),
+            R.key == bindparam("key")), dialect)
+        self._history = Sql(attempts.insert().values(
+            {c.name: bindparam(c.name) for c in attempts.c if c.name != "id"}), dialect)
+        self._attempts_of = Sql(select(attempts).where(
+            attempts.c.record_id == bindparam("record_id")).order_by(attempts.c.id), dialect)
+        self._dialect = dialect
+        self._cas: dict[tuple, Sql] = {}
+
+    # --- reads -------------------------------------------------------------------------
+
+    def get(self, tenant_id: int, scope: str, key: str, cur: Any = None) -> Optional[Record]:
+        params = {"tenant_id": tenant_id, "scope": scope, "key": key}
+        if cur is not None:
+            row = self._get.one(cur, params)
+        else:
+            with self.db.connection() as c:
+                row = self._get.one(c, params)
+        return Record(*row) if row else None
+
+    def attempt_history(self, record_id: int) -> list[dict]:
+        with self.db.connection() as cur:
+            rows = self._attempts_of.all(cur, {"record_id": record_id})
+        names = [c.name for c in attempts.c]
+        return [dict(zip(names, row, strict=True)) for row in rows]
+
+    # --- writes ------------------------------------------------------------------------
+
+    def claim(self, values: dict) -> Optional[Record]:
+        """Insert the new record, or count a plain repeat; None when the domain must decide."""
+        with self.db.connection() as cur:
+            row = self._claim.one(cur, values)
+        return Record(*row) if row else None
+
+    def compare_and_set(self, seen: Record, changes: dict, cur: Any = None,
+                        ended: Optional[dict] = None) -> Optional[Record]:
+        """Apply `changes` if the record still is as `seen`; write `ended` to the history."""
+        stmt = self._cas_statement(tuple(sorted(changes)), tuple(k for k, v in changes.items()
+                                                                  if v is INCREMENT))
+        params = {k: v for k, v in changes.items() if v is not INCREMENT}
+        params["g_id"] = seen.id
+        for name in GUARD:
+            params["g_" + name] = getattr(seen, name)
+        if cur is None:
+            with self.db.transaction() as c:
+                return self._cas_and_history(c, stmt, params, seen, ended)
+        return self._cas_and_history(cur, stmt, params, seen, ended)
+
+    def _cas_and_history(self, cur: Any, stmt: Sql, params: dict, seen: Record,
+                         ended: Optional[dict]) -> Optional[Record]:
+        row = stmt.one(cur, params)
+        if row is None:
+            return None
+        if ended is not None:
+            self._history.run(cur, {"record_id": seen.id, "incarnation": seen.incarnation,
+                                    "attempt": seen.attempt,
+                                    "acquired_at": seen.lease_acquired_at or seen.first_seen_at,
+                                    "reason": None, **ended})
+        return Record(*row)
+
+    def _cas_statement(self, names: tuple, increments: Iterable[str]) -> Sql:
+        key = (names, tuple(increments))
+        stmt = self._cas.get(key)
+        if stmt is None:
+            values = {n: (R[n] + 1 if n in key[1] else bindparam(n)) for n in names}
+            where = [R.id == bindparam("g_id")] + [
+                R[n].is_not_distinct_from(bindparam("g_" + n, type_=R[n].type)) for n in GUARD]
+            stmt = Sql(update(records).where(*where).values(values).returning(*records.c),
+                       self._dialect)
+            self._cas[key] = stmt
+        return stmt
+
+    def transaction(self):
+        return self.db.transaction()
+
+
+def new_record_values(tenant_id: int, scope: str, key: str, fingerprint: Optional[str],
+                      token_hash: str, now: Micros, lease_until: Micros, expires_at: Micros,
+                      on_stale: str) -> dict:
+    """The row a first claim inserts: attempt 1 of incarnation 1, in progress."""
+    return {"tenant_id": tenant_id, "scope": scope, "key": key,
+            "state": State.IN_PROGRESS.value, "fingerprint": fingerprint, "attempt": 1,
+            "incarnation": 1, "lease_token_hash": token_hash, "lease_acquired_at": now,
+            "lease_expires_at": lease_until, "on_stale": on_stale, "first_seen_at": now,
+            "last_seen_at": now, "expires_at": expires_at, "duplicate_count": 0,
+            "checkpoint_step": None, "checkpoint_resource_id": None, "checkpoint_at": None,
+            "result": None}
+
+
+assert [c.name for c in records.c] == list(domain.Record.__slots__), "column order = Record"

@@ -1,0 +1,118 @@
+"""The schema, in SQLAlchemy Core. The database enforces the rules the code relies on.
+
+Instants are BIGINT microseconds since the Unix epoch, UTC: exact comparisons at the expiry
+instant on both backends, and no timezone conversion anywhere. Key columns use PostgreSQL's
+"C" collation (SQLite's default is BINARY already), so keys compare byte for byte everywhere.
+Alembic migrations in `migrations/versions/` create these tables; tests check they agree.
+"""
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.dialects import postgresql
+
+metadata = MetaData(naming_convention={
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+})
+
+# SQLite makes only an INTEGER PRIMARY KEY an alias of the rowid (autoincrementing).
+Id = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def exact_text(length: int | None = None):
+    """A text column that compares bytes exactly on every backend."""
+    base = String(length) if length else Text()
+    return base.with_variant(postgresql.VARCHAR(length, collation="C") if length
+                             else postgresql.TEXT(collation="C"), "postgresql")
+
+
+tenants = Table(
+    "tenants", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", exact_text(64), nullable=False, unique=True),
+    Column("created_at", BigInteger, nullable=False),
+    CheckConstraint("length(name) BETWEEN 1 AND 64", name="name_length"),
+)
+
+tokens = Table(
+    "tokens", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("tenant_id", Integer, ForeignKey("tenants.id"), nullable=False),
+    Column("name", exact_text(128), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("token_hash", String(64), nullable=False, unique=True),  # SHA-256 hex, never the token
+    Column("created_at", BigInteger, nullable=False),
+    Column("revoked_at", BigInteger, nullable=True),
+    UniqueConstraint("tenant_id", "name"),
+    CheckConstraint("role IN ('client', 'operator')", name="role"),
+    CheckConstraint("length(name) BETWEEN 1 AND 128", name="name_length"),
+)
+
+STATES = "('in_progress', 'succeeded', 'failed', 'released', 'needs_reconciliation')"
+
+# Column order is domain.Record's field order: a returned row maps to a Record positionally.
+records = Table(
+    "records", metadata,
+    Column("id", Id, primary_key=True),
+    Column("tenant_id", Integer, ForeignKey("tenants.id"), nullable=False),
+    Column("scope", exact_text(128), nullable=False),
+    Column("key", exact_text(), nullable=False),
+    Column("state", String(24), nullable=False),
+    Column("fingerprint", exact_text(256), nullable=True),
+    Column("attempt", Integer, nullable=False),
+    Column("incarnation", Integer, nullable=False),
+    Column("lease_token_hash", String(64), nullable=True),
+    Column("lease_acquired_at", BigInteger, nullable=True),
+    Column("lease_expires_at", BigInteger, nullable=True),
+    Column("on_stale", String(16), nullable=False),
+    Column("first_seen_at", BigInteger, nullable=False),
+    Column("last_seen_at", BigInteger, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+    Column("duplicate_count", BigInteger, nullable=False),
+    Column("checkpoint_step", Text, nullable=True),
+    Column("checkpoint_resource_id", Text, nullable=True),
+    Column("checkpoint_at", BigInteger, nullable=True),
+    Column("result", Text, nullable=True),
+    UniqueConstraint("tenant_id", "scope", "key"),
+    CheckConstraint("length(scope) BETWEEN 1 AND 128", name="scope_length"),
+    CheckConstraint("length(key) BETWEEN 1 AND 512", name="key_length"),
+    CheckConstraint("fingerprint IS NULL OR length(fingerprint) BETWEEN 1 AND 256",
+                    name="fingerprint_length"),
+    CheckConstraint(f"state IN {STATES}", name="state"),
+    CheckConstraint("on_stale IN ('reconcile', 'retry')", name="on_stale"),
+    CheckConstraint("attempt >= 1 AND incarnation >= 1 AND duplicate_count >= 0",
+                    name="counters"),
+    CheckConstraint("state <> 'in_progress' OR lease_expires_at IS NOT NULL",
+                    name="lease_when_in_progress"),
+)
+
+# Ended attempts; the running attempt lives on its record (attempt, lease_acquired_at).
+attempts = Table(
+    "attempts", metadata,
+    Column("id", Id, primary_key=True),
+    Column("record_id", Id, ForeignKey("records.id", ondelete="CASCADE"), nullable=False),
+    Column("incarnation", Integer, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("acquired_at", BigInteger, nullable=False),
+    Column("ended_at", BigInteger, nullable=False),
+    Column("ending", String(24), nullable=False),
+    Column("reason", Text, nullable=True),
+    CheckConstraint("ending IN ('succeeded', 'failed', 'released', 'taken_over', 'resolved')",
+                    name="ending"),
+    Index(None, "record_id", "incarnation", "attempt"),
+)

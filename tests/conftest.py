@@ -1,0 +1,84 @@
+"""Backends for every test that touches a database: a fresh SQLite file, and PostgreSQL.
+
+PostgreSQL is required, never skipped: without it the session fails with a clear message.
+Each test session works in a database of its own, created here and dropped at the end.
+Deselect with `-m "not postgres"` only on a machine that has no PostgreSQL at all.
+"""
+from __future__ import annotations
+
+import os
+import secrets
+
+import psycopg
+import pytest
+from sqlalchemy.engine import make_url
+
+from keystore_service import app as app_module
+from keystore_service import migrate
+from keystore_service.settings import Settings
+from tests.support import T0, FakeClock
+
+PG_ADMIN_URL = os.environ.get("KEYSTORE_TEST_POSTGRES_URL",
+                              "postgresql://postgres@127.0.0.1:5432/test")
+
+
+@pytest.fixture(scope="session")
+def pg_admin():
+    try:
+        conn = psycopg.connect(PG_ADMIN_URL, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"PostgreSQL is required at {PG_ADMIN_URL} (KEYSTORE_TEST_POSTGRES_URL): "
+                    f"{exc}", pytrace=False)
+    yield conn
+    conn.close()
+
+
+@pytest.fixture(scope="session")
+def pg_url(pg_admin):
+    """A database of this session's own, migrated."""
+    name = f"keystore_test_{os.getpid()}_{secrets.token_hex(3)}"
+    pg_admin.execute(f'CREATE DATABASE "{name}"')
+    url = make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+    migrate.upgrade(url)
+    yield url
+    pg_admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def truncate_pg(url: str) -> None:
+    with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as conn:
+        conn.execute("TRUNCATE attempts, records, tokens, tenants RESTART IDENTITY CASCADE")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def database_url(request, tmp_path):
+    """A migrated, empty database on each backend."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/keystore.db"
+        migrate.upgrade(url)
+        return url
+    url = request.getfixturevalue("pg_url")
+    truncate_pg(url)
+    return url
+
+
+@pytest.fixture
+def backend(database_url) -> str:
+    return "sqlite" if database_url.startswith("sqlite") else "postgres"
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def ks(database_url, clock):
+    """The wired key store (service, accounts, auth) on a test clock."""
+    keystore = app_module.build(Settings(database_url=database_url), clock)
+    yield keystore
+    keystore.database.engine.dispose()
+
+
+@pytest.fixture
+def tenant_id(ks) -> int:
+    return ks.accounts.create_tenant("acme", T0)
