@@ -36,14 +36,26 @@ def pg_admin():
 
 
 @pytest.fixture(scope="session")
-def pg_url(pg_admin):
-    """A database of this session's own, migrated."""
-    name = f"keystore_test_{os.getpid()}_{secrets.token_hex(3)}"
-    pg_admin.execute(f'CREATE DATABASE "{name}"')
-    url = make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    migrate.upgrade(url)
-    yield url
-    pg_admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+def pg_database(pg_admin):
+    """A factory of migrated PostgreSQL databases of this session's own, dropped at the end."""
+    created = []
+
+    def make(label: str = "") -> str:
+        name = f"keystore_test_{os.getpid()}_{secrets.token_hex(3)}{label}"
+        pg_admin.execute(f'CREATE DATABASE "{name}"')
+        created.append(name)
+        url = make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
+        migrate.upgrade(url)
+        return url
+    yield make
+    for name in created:
+        pg_admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def pg_url(pg_database):
+    """The session's shared PostgreSQL database (emptied before each test that uses it)."""
+    return pg_database()
 
 
 def truncate_pg(url: str) -> None:

@@ -164,3 +164,15 @@ def _ref():
 def _iso(us: int) -> str:
     from keystore_service.render import rfc3339
     return rfc3339(us)
+
+
+def test_readyz_is_503_when_the_database_does_not_answer():
+    from keystore_service.app import create_app
+    from keystore_service.settings import Settings
+    app = create_app(Settings(database_url="postgresql://nobody@127.0.0.1:1/none"))
+    r = app.test_client().get("/readyz")
+    assert r.status_code == 503 and r.get_json()["error"]["code"] == "unavailable"
+    assert r.headers["Retry-After"] == "1"
+    r = app.test_client().post("/v1/claim", json={"scope": "s", "key": "k"},
+                               headers={"Authorization": "Bearer ks_x"})
+    assert r.status_code == 503  # the token cannot be checked: unavailable, not 401
