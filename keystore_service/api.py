@@ -6,10 +6,11 @@ from typing import TypeVar
 from flask import Blueprint, current_app, g, request
 from pydantic import BaseModel, ValidationError
 
-from . import canonical, errors, schemas
+from . import canonical, errors, schemas, versions
 from .auth import require_operator
+from .batch import Item, ItemResult
 from .domain import Outcome
-from .render import record_json, respond, validation_details
+from .render import error_json, record_json, respond, validation_details
 from .service import Claim, KeyStoreService
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
@@ -43,13 +44,17 @@ def _validate(model: type[M], data: dict) -> M:
                                     details=validation_details(exc)) from None
 
 
-def _fingerprint(body: schemas.ClaimRequest) -> str | None:
+def _fingerprint(body: schemas.ClaimRequest | schemas.BatchItem, field: str) -> str | None:
     if body.payload is None:
         return body.fingerprint
     try:
         return canonical.fingerprint(body.payload)
     except ValueError as exc:
-        raise errors.InvalidRequest(str(exc), details={"field": "payload"}) from None
+        raise errors.InvalidRequest(str(exc), details={"field": field}) from None
+
+
+def _version(body: schemas.ClaimRequest | schemas.BatchItem) -> tuple[str | None, int | None]:
+    return versions.parse(body.version) if body.version is not None else (None, None)
 
 
 @bp.post("/claim")
@@ -57,15 +62,41 @@ def claim():
     body = _body(schemas.ClaimRequest)
     settings = current_app.extensions["keystore"].settings
     result = _service().claim(g.principal.tenant_id, Claim(
-        body.scope, body.key, _fingerprint(body),
+        body.scope, body.key, _fingerprint(body, "payload"),
         body.ttl_seconds or settings.default_ttl_seconds,
-        body.lease_seconds or settings.default_lease_seconds, body.on_stale))
+        body.lease_seconds or settings.default_lease_seconds, body.on_stale, *_version(body)))
     record = result.record
     if result.outcome is Outcome.REPLAY:
         return respond({"outcome": "replay", "record": record_json(record)}, 200, record,
                        {"Idempotent-Replayed": "true"})
     return respond({"outcome": "acquired", "lease_token": result.lease_token,
                     "attempt": record.attempt, "record": record_json(record)}, 201, record)
+
+
+@bp.post("/claim/batch")
+def claim_batch():
+    body = _body(schemas.BatchClaimRequest)
+    settings = current_app.extensions["keystore"].settings
+    items = [Item(it.key, _fingerprint(it, f"items.{n}.payload"), *_version(it))
+             for n, it in enumerate(body.items)]
+    results = current_app.extensions["keystore"].batch.claim(
+        g.principal.tenant_id, body.scope, items,
+        body.ttl_seconds or settings.default_ttl_seconds,
+        body.lease_seconds or settings.default_lease_seconds, body.on_stale)
+    return respond({"results": [_item_json(r) for r in results]})
+
+
+def _item_json(r: ItemResult) -> dict:
+    out: dict = {}
+    if r.outcome is not None:
+        out["outcome"] = r.outcome.value
+    if r.lease_token is not None:
+        out["lease_token"], out["attempt"] = r.lease_token, r.record.attempt
+    if r.error is not None:
+        out["error"] = error_json(r.error)
+    if r.record is not None:
+        out["record"] = record_json(r.record)
+    return out
 
 
 def _result_json(result: schemas.ResultIn | None) -> str:

@@ -17,6 +17,7 @@ from werkzeug.exceptions import HTTPException
 from . import db, errors, openapi
 from .accounts import Accounts
 from .auth import Authenticator
+from .batch import BatchClaims
 from .render import error_response, respond
 from .service import Clock, KeyStoreService, system_clock
 from .settings import Settings, load
@@ -35,6 +36,7 @@ class Keystore:
     service: KeyStoreService
     accounts: Accounts
     auth: Authenticator
+    batch: BatchClaims
 
 
 def build(settings: Settings, clock: Clock = system_clock) -> Keystore:
@@ -42,9 +44,10 @@ def build(settings: Settings, clock: Clock = system_clock) -> Keystore:
                        sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
                        sqlite_synchronous=settings.sqlite_synchronous)
     database = db.Database(engine)
-    accounts = Accounts(database)
-    return Keystore(settings, database, KeyStoreService(RecordStore(database), clock),
-                    accounts, Authenticator(accounts, settings.token_cache_seconds))
+    accounts, records = Accounts(database), RecordStore(database)
+    return Keystore(settings, database, KeyStoreService(records, clock), accounts,
+                    Authenticator(accounts, settings.token_cache_seconds),
+                    BatchClaims(records, clock))
 
 
 def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock) -> Flask:

@@ -9,7 +9,7 @@ from typing import Any, Optional
 
 from flask import Response
 
-from . import errors
+from . import errors, versions
 from .domain import SECOND, Micros, Record
 
 log = logging.getLogger("keystore.api")
@@ -37,7 +37,7 @@ def record_json(r: Record, review: Optional[dict] = None) -> dict:
                       "at": rfc3339(r.checkpoint_at)}
     return {
         "scope": r.scope, "key": r.key, "state": r.state, "fingerprint": r.fingerprint,
-        "version": None, "attempt": r.attempt,
+        "version": versions.show(r.version_kind, r.version), "attempt": r.attempt,
         "first_seen_at": rfc3339(r.first_seen_at), "last_seen_at": rfc3339(r.last_seen_at),
         "expires_at": rfc3339(r.expires_at), "lease_expires_at": rfc3339(r.lease_expires_at),
         "duplicate_count": r.duplicate_count, "checkpoint": checkpoint,
@@ -57,9 +57,12 @@ def respond(body: dict, status: int = 200, record: Optional[Record] = None,
     return resp
 
 
+def error_json(exc: errors.KeystoreError) -> dict:
+    return {"code": exc.code, "message": exc.message, "details": exc.details}
+
+
 def error_response(exc: errors.KeystoreError) -> Response:
-    body: dict[str, Any] = {"error": {"code": exc.code, "message": exc.message,
-                                      "details": exc.details}}
+    body: dict[str, Any] = {"error": error_json(exc)}
     if exc.outcome is not None:
         body["outcome"] = exc.outcome
     if exc.record is not None:

@@ -39,6 +39,8 @@ class Claim:
     ttl_seconds: int
     lease_seconds: int
     on_stale: str
+    version_kind: Optional[str] = None
+    version: Optional[int] = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,8 +68,9 @@ class KeyStoreService:
         token, token_hash = new_lease_token()
         values = new_record_values(
             tenant_id, c.scope, c.key, c.fingerprint, token_hash, now,
-            now + c.lease_seconds * domain.SECOND, now + c.ttl_seconds * domain.SECOND, c.on_stale)
-        query = domain.ClaimRequest(c.fingerprint)
+            now + c.lease_seconds * domain.SECOND, now + c.ttl_seconds * domain.SECOND,
+            c.on_stale, c.version_kind, c.version)
+        query = domain.ClaimRequest(c.fingerprint, c.version_kind, c.version)
         for _ in range(ROUNDS):
             row = self.records.claim(values)  # insert-or-count: one statement
             if row is not None:
@@ -80,8 +83,8 @@ class KeyStoreService:
                     continue  # purged in between: insert again
                 decision = domain.decide_claim(seen, query, now)
                 if decision.action is Action.NOTHING:
-                    raise _refusal(decision.outcome, seen, now)
-                changes, ended = _claim_changes(decision.action, seen, c, values, now)
+                    raise refusal(decision.outcome, seen, now)
+                changes, ended = claim_changes(decision.action, seen, c.on_stale, values, now)
                 new = self.records.compare_and_set(seen, changes, cur, ended)
             if new is not None:
                 if decision.outcome is Outcome.ACQUIRED:
@@ -172,22 +175,29 @@ class KeyStoreService:
         raise errors.Unavailable("too much contention on this key; try again")
 
 
-def _claim_changes(action: Action, seen: Record, c: Claim, values: dict, now: Micros):
+def claim_changes(action: Action, seen: Record, on_stale: str, values: dict, now: Micros):
+    """The compare-and-set changes (and the ended attempt, if any) of a claim decision.
+    `values` is the row the claim would have inserted (its new lease, window and version)."""
     lease = {"state": State.IN_PROGRESS.value, "lease_token_hash": values["lease_token_hash"],
              "lease_acquired_at": now, "lease_expires_at": values["lease_expires_at"],
-             "on_stale": c.on_stale, "last_seen_at": now}
+             "on_stale": on_stale, "last_seen_at": now}
     unfinished = seen.state in (State.IN_PROGRESS.value, State.NEEDS_RECONCILIATION.value)
-    if action is Action.NEW_INCARNATION:
+    if action is Action.NEW_INCARNATION:  # expired, or a newer version of a finished record
         fresh = {k: values[k] for k in ("fingerprint", "first_seen_at", "expires_at",
                                         "duplicate_count", "checkpoint_step",
-                                        "checkpoint_resource_id", "checkpoint_at", "result")}
+                                        "checkpoint_resource_id", "checkpoint_at", "result",
+                                        "version_kind", "version")}
         ended = {"ending": "taken_over", "ended_at": now, "reason": "expired"}
         return {**lease, **fresh, "attempt": 1, "incarnation": seen.incarnation + 1}, \
             (ended if unfinished else None)
     if action is Action.NEXT_ATTEMPT:
         ended = {"ending": "taken_over", "ended_at": now,
                  "reason": "lease ran out (on_stale retry)"}
-        return {**lease, "attempt": seen.attempt + 1}, (ended if unfinished else None)
+        version = {}
+        if values["version"] is not None and (seen.version is None
+                                              or values["version"] > seen.version):
+            version = {"version_kind": values["version_kind"], "version": values["version"]}
+        return {**lease, **version, "attempt": seen.attempt + 1}, (ended if unfinished else None)
     if action is Action.MARK_NEEDS_RECONCILIATION:
         return {"state": State.NEEDS_RECONCILIATION.value, "duplicate_count": INCREMENT,
                 "last_seen_at": now}, None
@@ -197,10 +207,15 @@ def _claim_changes(action: Action, seen: Record, c: Claim, values: dict, now: Mi
 def _answer(outcome: Outcome, record: Record, now: Micros) -> Claimed:
     if outcome is Outcome.REPLAY:
         return Claimed(Outcome.REPLAY, record)
-    raise _refusal(outcome, record, now)
+    raise refusal(outcome, record, now)
 
 
-def _refusal(outcome: Outcome, record: Record, now: Micros) -> errors.KeystoreError:
+def refusal(outcome: Outcome, record: Record, now: Micros) -> errors.KeystoreError:
+    """The error that answers a refused claim, carrying the record as it now is."""
+    if outcome is Outcome.VERSION_KIND_CONFLICT:
+        return errors.InvalidRequest(
+            "this record's versions are of the other kind (integer or timestamp)",
+            details={"field": "version", "stored_kind": record.version_kind}, record=record)
     if outcome is Outcome.IN_PROGRESS:
         seconds = domain.retry_after_seconds(record, now)
         return errors.InProgress(record=record, outcome=outcome.value,
@@ -213,6 +228,9 @@ def _refusal(outcome: Outcome, record: Record, now: Micros) -> errors.KeystoreEr
 
 def _verdict_error(verdict: Verdict, record: Optional[Record], now: Micros):
     if verdict is Verdict.IN_PROGRESS:
-        return _refusal(Outcome.IN_PROGRESS, record, now)
+        seconds = domain.retry_after_seconds(record, now)
+        return errors.InProgress("a live lease holds the record; resolve it first",
+                                 record=record, details={"retry_after_seconds": seconds},
+                                 headers={"Retry-After": str(seconds)})
     shown = record if verdict in (Verdict.LEASE_LOST, Verdict.ALREADY_COMPLETED) else None
     return _VERDICT_ERRORS[verdict](record=shown)

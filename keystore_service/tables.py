@@ -88,6 +88,8 @@ records = Table(
     Column("checkpoint_resource_id", Text, nullable=True),
     Column("checkpoint_at", BigInteger, nullable=True),
     Column("result", Text, nullable=True),
+    Column("version_kind", String(8), nullable=True),
+    Column("version", BigInteger, nullable=True),
     UniqueConstraint("tenant_id", "scope", "key"),
     CheckConstraint("length(scope) BETWEEN 1 AND 128", name="scope_length"),
     CheckConstraint("length(key) BETWEEN 1 AND 512", name="key_length"),
@@ -99,6 +101,8 @@ records = Table(
                     name="counters"),
     CheckConstraint("state <> 'in_progress' OR lease_expires_at IS NOT NULL",
                     name="lease_when_in_progress"),
+    CheckConstraint("(version_kind IS NULL AND version IS NULL) OR "
+                    "(version_kind IN ('int', 'time') AND version IS NOT NULL)", name="version"),
 )
 
 # Ended attempts; the running attempt lives on its record (attempt, lease_acquired_at).

@@ -26,7 +26,7 @@ def test_the_migrated_schema_matches_the_table_definitions(engine):
 
 
 def test_upgrade_is_idempotent(database_url):
-    assert migrate.upgrade(database_url) == migrate.upgrade(database_url) == "0001"
+    assert migrate.upgrade(database_url) == migrate.upgrade(database_url) == "0002"
 
 
 def row(**over):
@@ -57,3 +57,27 @@ def test_the_unique_constraint_and_exact_key_comparison(engine):
             conn.execute(insert(records).values(row(key=key)))
     with pytest.raises(IntegrityError), engine.begin() as conn:
         conn.execute(insert(records).values(row(key="key")))
+
+
+def test_upgrading_from_0001_keeps_the_records(tmp_path):
+    from alembic import command
+    from sqlalchemy import select, text
+
+    url = f"sqlite:///{tmp_path}/old.db"
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        cfg = migrate._config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0001")
+        conn.execute(text("INSERT INTO tenants (id, name, created_at) VALUES (1, 't', 0)"))
+        conn.execute(text(
+            "INSERT INTO records (tenant_id, scope, key, state, attempt, incarnation, on_stale, "
+            "first_seen_at, last_seen_at, expires_at, duplicate_count, result) VALUES "
+            "(1, 's', 'k', 'succeeded', 1, 1, 'retry', 0, 0, 9, 3, '{}')"))
+    engine.dispose()
+    assert migrate.upgrade(url) == "0002"
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        row = conn.execute(select(records)).one()
+    engine.dispose()
+    assert (row.key, row.duplicate_count, row.version_kind, row.version) == ("k", 3, None, None)
