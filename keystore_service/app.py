@@ -14,7 +14,7 @@ from typing import Optional
 from flask import Flask, g, request
 from werkzeug.exceptions import HTTPException
 
-from . import db, errors, openapi
+from . import canonical, db, errors, openapi
 from .accounts import Accounts
 from .auth import Authenticator
 from .batch import BatchClaims
@@ -77,6 +77,15 @@ def _service_endpoints(app: Flask) -> None:
         return respond({"status": "ready"})
 
     spec = openapi.document()
+
+    if app.extensions["keystore"].settings.bench_noop:
+        @app.post("/bench/noop")
+        def bench_noop():
+            try:
+                body = canonical.parse_json_object(request.get_data(cache=False))
+            except ValueError as exc:
+                raise errors.InvalidRequest(str(exc)) from None
+            return respond({"ok": True, "fields": len(body)})
 
     @app.get("/openapi.json")
     def openapi_json():

@@ -176,3 +176,15 @@ def test_readyz_is_503_when_the_database_does_not_answer():
     r = app.test_client().post("/v1/claim", json={"scope": "s", "key": "k"},
                                headers={"Authorization": "Bearer ks_x"})
     assert r.status_code == 503  # the token cannot be checked: unavailable, not 401
+
+
+def test_the_bench_noop_endpoint_exists_only_behind_its_flag(database_url):
+    from keystore_service.app import create_app
+    from keystore_service.settings import Settings
+    off = create_app(Settings(database_url=database_url))
+    assert off.test_client().post("/bench/noop", json={"a": 1}).status_code == 404
+    on = create_app(Settings(database_url=database_url, bench_noop=True))
+    r = on.test_client().post("/bench/noop", json={"a": 1, "b": 2})
+    assert r.status_code == 200 and r.get_json() == {"ok": True, "fields": 2}
+    for app in (off, on):
+        app.extensions["keystore"].database.engine.dispose()

@@ -30,8 +30,8 @@ ALLOWED = {
             "versions"},
     "migrate": {"db"},
     "server": {"settings", "app"},
-    "app": {"db", "errors", "openapi", "accounts", "auth", "batch", "render", "service",
-            "settings", "store", "api"},
+    "app": {"canonical", "db", "errors", "openapi", "accounts", "auth", "batch", "render",
+            "service", "settings", "store", "api"},
     "cli": {"migrate", "accounts", "db", "server", "service", "settings"},
 }
 
