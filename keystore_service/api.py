@@ -22,6 +22,10 @@ def _service() -> KeyStoreService:
     return current_app.extensions["keystore"].service
 
 
+def _record(record) -> dict:
+    return record_json(record, _service().open_review)
+
+
 @bp.before_request
 def _authenticate() -> None:
     g.principal = current_app.extensions["keystore"].auth.authenticate(
@@ -67,10 +71,10 @@ def claim():
         body.lease_seconds or settings.default_lease_seconds, body.on_stale, *_version(body)))
     record = result.record
     if result.outcome is Outcome.REPLAY:
-        return respond({"outcome": "replay", "record": record_json(record)}, 200, record,
+        return respond({"outcome": "replay", "record": _record(record)}, 200, record,
                        {"Idempotent-Replayed": "true"})
     return respond({"outcome": "acquired", "lease_token": result.lease_token,
-                    "attempt": record.attempt, "record": record_json(record)}, 201, record)
+                    "attempt": record.attempt, "record": _record(record)}, 201, record)
 
 
 @bp.post("/claim/batch")
@@ -95,7 +99,7 @@ def _item_json(r: ItemResult) -> dict:
     if r.error is not None:
         out["error"] = error_json(r.error)
     if r.record is not None:
-        out["record"] = record_json(r.record)
+        out["record"] = _record(r.record)
     return out
 
 
@@ -115,8 +119,9 @@ def _result_json(result: schemas.ResultIn | None) -> str:
 def complete():
     body = _body(schemas.CompleteRequest)
     record = _service().complete(g.principal.tenant_id, body.scope, body.key, body.lease_token,
-                                 body.state, _result_json(body.result))
-    return respond({"record": record_json(record)}, 200, record)
+                                 body.state, _result_json(body.result),
+                                 body.result.resource_id if body.result else None)
+    return respond({"record": _record(record)}, 200, record)
 
 
 @bp.post("/release")
@@ -124,7 +129,7 @@ def release():
     body = _body(schemas.ReleaseRequest)
     record = _service().release(g.principal.tenant_id, body.scope, body.key, body.lease_token,
                                 body.reason)
-    return respond({"record": record_json(record)}, 200, record)
+    return respond({"record": _record(record)}, 200, record)
 
 
 @bp.post("/extend")
@@ -132,14 +137,14 @@ def extend():
     body = _body(schemas.ExtendRequest)
     record = _service().extend(g.principal.tenant_id, body.scope, body.key, body.lease_token,
                                body.lease_seconds, body.checkpoint, body.resource_id)
-    return respond({"record": record_json(record)}, 200, record)
+    return respond({"record": _record(record)}, 200, record)
 
 
 @bp.get("/keys")
 def lookup():
     query = _validate(schemas.LookupQuery, request.args.to_dict())
     record = _service().lookup(g.principal.tenant_id, query.scope, query.key, query.wait or 0)
-    return respond({"record": record_json(record)}, 200, record)
+    return respond({"record": _record(record)}, 200, record)
 
 
 @bp.post("/expire")
@@ -147,4 +152,4 @@ def expire():
     require_operator(g.principal)
     body = _body(schemas.ExpireRequest)
     record = _service().expire(g.principal.tenant_id, body.scope, body.key)
-    return respond({"record": record_json(record)}, 200, record)
+    return respond({"record": _record(record)}, 200, record)

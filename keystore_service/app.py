@@ -19,6 +19,7 @@ from .accounts import Accounts
 from .auth import Authenticator
 from .batch import BatchClaims
 from .render import error_response, respond
+from .reviews import ReviewStore
 from .service import Clock, KeyStoreService, system_clock
 from .settings import Settings, load
 from .store import RecordStore
@@ -45,9 +46,10 @@ def build(settings: Settings, clock: Clock = system_clock) -> Keystore:
                        sqlite_synchronous=settings.sqlite_synchronous)
     database = db.Database(engine)
     accounts, records = Accounts(database), RecordStore(database)
-    return Keystore(settings, database, KeyStoreService(records, clock), accounts,
+    service = KeyStoreService(records, ReviewStore(database), clock)
+    return Keystore(settings, database, service, accounts,
                     Authenticator(accounts, settings.token_cache_seconds),
-                    BatchClaims(records, clock))
+                    BatchClaims(service))
 
 
 def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock) -> Flask:
@@ -95,7 +97,7 @@ def _service_endpoints(app: Flask) -> None:
 def _error_handlers(app: Flask) -> None:
     @app.errorhandler(errors.KeystoreError)
     def _keystore_error(exc: errors.KeystoreError):
-        return error_response(exc)
+        return error_response(exc, app.extensions["keystore"].service.open_review)
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):

@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from . import domain, errors
-from .domain import Action, Outcome, Record
-from .service import Clock, claim_changes, new_lease_token, refusal
-from .store import RecordStore, new_record_values
+from .domain import Action, Outcome, Record, State
+from .service import KeyStoreService, claim_changes, new_lease_token, refusal
+from .store import new_record_values
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,9 +35,10 @@ class ItemResult:
 
 
 class BatchClaims:
-    def __init__(self, records: RecordStore, clock: Clock):
-        self.records = records
-        self.clock = clock
+    def __init__(self, service: KeyStoreService):
+        self.service = service
+        self.records = service.records
+        self.clock = service.clock
 
     def claim(self, tenant_id: int, scope: str, items: list[Item], ttl_seconds: int,
               lease_seconds: int, on_stale: str) -> list[ItemResult]:
@@ -80,11 +81,18 @@ class BatchClaims:
         decision = domain.decide_claim(seen, query, now)
         if decision.action is Action.COUNT_REPEAT:
             pending[seen.id] += 1
-            view[item.key] = replace(seen, duplicate_count=seen.duplicate_count + 1,
-                                     last_seen_at=now)
-            return _answered(decision.outcome, view[item.key], now)
+            counted = replace(seen, duplicate_count=seen.duplicate_count + 1, last_seen_at=now)
+            if seen.state == State.NEEDS_RECONCILIATION.value:  # counts on its review too
+                review = self.service.reviews.open_or_count(cur, seen, "stale_lease", now)
+                counted = replace(counted, review_id=seen.review_id or review.id)
+            view[item.key] = counted
+            return _answered(decision.outcome, counted, now)
         if decision.action is Action.NOTHING:
-            return _answered(decision.outcome, seen, now)
+            error = self.service.refuse(cur, decision.outcome, seen, item.fingerprint, now)
+            view[item.key] = error.record
+            shown = None if decision.outcome is Outcome.VERSION_KIND_CONFLICT else \
+                decision.outcome
+            return ItemResult(shown, error.record, error=error)
         if pending.get(seen.id):  # the compare-and-set below returns the true counters
             self.records.batch.add_counts(cur, {seen.id: pending.pop(seen.id)}, now)
         token, token_hash = new_lease_token()
@@ -96,6 +104,7 @@ class BatchClaims:
         new = self.records.compare_and_set(seen, changes, cur, ended)
         if new is None:  # the rows are locked (FOR UPDATE, or SQLite's write lock)
             raise errors.Unavailable("a record changed under the batch; send it again")
+        new = self.service.after_claim(cur, decision, seen, new, now)
         view[item.key] = new
         if decision.outcome is Outcome.ACQUIRED:
             return ItemResult(Outcome.ACQUIRED, new, token)

@@ -9,12 +9,13 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from . import domain, errors
 from .accounts import hash_token
 from .domain import Action, Micros, Outcome, Record, State, Verdict
+from .reviews import Review, ReviewStore
 from .store import INCREMENT, RecordStore, new_record_values
 
 Clock = Callable[[], Micros]
@@ -56,10 +57,20 @@ _VERDICT_ERRORS = {
 }
 
 
+class Events:
+    """What the service reports as it goes (metrics subscribe); the default ignores it."""
+
+    def lease_expired(self, scope: str) -> None:
+        pass
+
+
 class KeyStoreService:
-    def __init__(self, records: RecordStore, clock: Clock = system_clock):
+    def __init__(self, records: RecordStore, reviews: ReviewStore, clock: Clock = system_clock,
+                 events: Optional[Events] = None):
         self.records = records
+        self.reviews = reviews
         self.clock = clock
+        self.events = events or Events()
 
     # --- claim -------------------------------------------------------------------------
 
@@ -77,30 +88,61 @@ class KeyStoreService:
                 if row.lease_token_hash == token_hash:
                     return Claimed(Outcome.ACQUIRED, row, token)
                 return _answer(domain.decide_claim(row, query, now).outcome, row, now)
+            refused = new = None
             with self.records.transaction() as cur:
                 seen = self.records.get(tenant_id, c.scope, c.key, cur)
                 if seen is None:
                     continue  # purged in between: insert again
                 decision = domain.decide_claim(seen, query, now)
-                if decision.action is Action.NOTHING:
-                    raise refusal(decision.outcome, seen, now)
-                changes, ended = claim_changes(decision.action, seen, c.on_stale, values, now)
-                new = self.records.compare_and_set(seen, changes, cur, ended)
+                if decision.action is Action.NOTHING:  # the review commits with the refusal
+                    refused = self.refuse(cur, decision.outcome, seen, c.fingerprint, now)
+                else:
+                    changes, ended = claim_changes(decision.action, seen, c.on_stale, values, now)
+                    new = self.records.compare_and_set(seen, changes, cur, ended)
+                    if new is not None:
+                        new = self.after_claim(cur, decision, seen, new, now)
+            if refused is not None:
+                raise refused
             if new is not None:
                 if decision.outcome is Outcome.ACQUIRED:
                     return Claimed(Outcome.ACQUIRED, new, token)
                 return _answer(decision.outcome, new, now)
         raise errors.Unavailable("too much contention on this key; try again")
 
+    def refuse(self, cur, outcome: Outcome, seen: Record, fingerprint: Optional[str],
+               now: Micros) -> errors.KeystoreError:
+        """A refused claim leaves the record untouched; a mismatch counts on its review."""
+        if outcome is Outcome.FINGERPRINT_MISMATCH:
+            review = self.reviews.open_or_count(cur, seen, "fingerprint_mismatch", now,
+                                                refused_fingerprint=fingerprint)
+            seen = replace(seen, review_id=seen.review_id or review.id)
+        return refusal(outcome, seen, now)
+
+    def after_claim(self, cur, decision: domain.ClaimDecision, seen: Record, new: Record,
+                    now: Micros) -> Record:
+        """The reviews a claim's write opens, counts on or supersedes (same transaction)."""
+        if decision.action is Action.NEW_INCARNATION:
+            if seen.review_id is not None:
+                self.reviews.close(cur, seen.id, "superseded", now)
+                new = replace(new, review_id=None)
+        elif new.state == State.NEEDS_RECONCILIATION.value:
+            review = self.reviews.open_or_count(cur, new, "stale_lease", now)
+            new = replace(new, review_id=new.review_id or review.id)
+        if seen.state == State.IN_PROGRESS.value and domain.lease_ran_out(seen, now):
+            self.events.lease_expired(seen.scope)
+        return new
+
     # --- the holder's calls ------------------------------------------------------------
 
     def complete(self, tenant_id: int, scope: str, key: str, lease_token: str, state: str,
-                 result: str) -> Record:
+                 result: str, resource_id: Optional[str] = None) -> Record:
         def decide(seen: Optional[Record], h: str, now: Micros):
             verdict = domain.decide_complete(seen, h, state, result, now)
-            return verdict, {"state": state, "result": result, "lease_expires_at": None}, \
+            return verdict, {"state": state, "result": result, "lease_expires_at": None,
+                             "result_resource_id": resource_id}, \
                 {"ending": state, "ended_at": now}
-        return self._holder_call(tenant_id, scope, key, lease_token, decide)
+        return self._holder_call(tenant_id, scope, key, lease_token, decide,
+                                 "completed_by_holder")
 
     def release(self, tenant_id: int, scope: str, key: str, lease_token: str,
                 reason: Optional[str]) -> Record:
@@ -108,7 +150,8 @@ class KeyStoreService:
             verdict = domain.decide_release(seen, h, now)
             return verdict, {"state": State.RELEASED.value, "lease_expires_at": None}, \
                 {"ending": "released", "ended_at": now, "reason": reason}
-        return self._holder_call(tenant_id, scope, key, lease_token, decide)
+        return self._holder_call(tenant_id, scope, key, lease_token, decide,
+                                 "released_by_holder")
 
     def extend(self, tenant_id: int, scope: str, key: str, lease_token: str, lease_seconds: int,
                checkpoint: Optional[str], resource_id: Optional[str]) -> Record:
@@ -123,10 +166,12 @@ class KeyStoreService:
             if checkpoint is not None or resource_id is not None:
                 changes["checkpoint_at"] = now
             return verdict, changes, None
-        return self._holder_call(tenant_id, scope, key, lease_token, decide)
+        return self._holder_call(tenant_id, scope, key, lease_token, decide,
+                                 "extended_by_holder")
 
     def _holder_call(self, tenant_id: int, scope: str, key: str, lease_token: str,
-                     decide) -> Record:
+                     decide, resolution: str) -> Record:
+        """The holder settles or revives its attempt; that closes a stale_lease review."""
         now, token_hash = self.clock(), hash_token(lease_token)
         for _ in range(ROUNDS):
             with self.records.transaction() as cur:
@@ -137,9 +182,19 @@ class KeyStoreService:
                 if verdict is not Verdict.APPLY:
                     raise _verdict_error(verdict, seen, now)
                 new = self.records.compare_and_set(seen, changes, cur, ended)
+                if new is not None and new.review_id is not None and \
+                        self.reviews.close(cur, new.id, resolution, now, kind="stale_lease"):
+                    new = self.records.get(tenant_id, scope, key, cur)  # its review pointer
             if new is not None:
                 return new
         raise errors.Unavailable("too much contention on this key; try again")
+
+    def open_review(self, record: Record) -> Optional[Review]:
+        """The record's oldest open review, or None (without a query when it has none)."""
+        if record.review_id is None:
+            return None
+        review = self.reviews.get(record.review_id)
+        return review if review is not None and review.state == "open" else None
 
     # --- reading and expiring ----------------------------------------------------------
 

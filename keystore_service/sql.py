@@ -38,7 +38,8 @@ class Sql:
 COLUMNS = ("id, tenant_id, scope, key, state, fingerprint, attempt, incarnation, "
             "lease_token_hash, lease_acquired_at, lease_expires_at, on_stale, first_seen_at, "
             "last_seen_at, expires_at, duplicate_count, checkpoint_step, "
-            "checkpoint_resource_id, checkpoint_at, result, version_kind, version")
+            "checkpoint_resource_id, checkpoint_at, result, version_kind, version, review_id, "
+           "result_resource_id")
 _INSERTED = ("tenant_id, scope, key, state, fingerprint, attempt, incarnation, lease_token_hash, "
              "lease_acquired_at, lease_expires_at, on_stale, first_seen_at, last_seen_at, "
              "expires_at, duplicate_count, version_kind, version")

@@ -46,7 +46,8 @@ def counted_repeat_sql(row: Any, claim: Any):
     unversioned = or_(version.is_(None), row.version.is_(None))
     replay = and_(finished, or_(and_(fp_ok, or_(unversioned, version == row.version)),
                                 version < row.version))
-    waiting = and_(fp_ok, or_(live, row.state == State.NEEDS_RECONCILIATION.value))
+    # needs_reconciliation repeats are left to the slow path: they also count on the review
+    waiting = and_(fp_ok, live)
     return and_(not_expired, same_kind, or_(replay, waiting))
 
 
@@ -151,7 +152,8 @@ def new_record_values(tenant_id: int, scope: str, key: str, fingerprint: Optiona
             "lease_expires_at": lease_until, "on_stale": on_stale, "first_seen_at": now,
             "last_seen_at": now, "expires_at": expires_at, "duplicate_count": 0,
             "checkpoint_step": None, "checkpoint_resource_id": None, "checkpoint_at": None,
-            "result": None, "version_kind": version_kind, "version": version}
+            "result": None, "version_kind": version_kind, "version": version, "review_id": None,
+            "result_resource_id": None}
 
 
 assert [c.name for c in records.c] == list(domain.Record.__slots__), "column order = Record"
