@@ -72,6 +72,11 @@ class Accounts:
             return None
         return Principal(tenant_id=row[1], tenant=row[2], role=row[3], token_name=row[4])
 
+    def tenant_id(self, name: str) -> Optional[int]:
+        with self.db.connection() as cur:
+            row = self._tenant_id.one(cur, {"name": name})
+        return row[0] if row else None
+
     def tenant_count(self) -> int:
         with self.db.connection() as cur:
             return self._count_tenants.one(cur)[0]
