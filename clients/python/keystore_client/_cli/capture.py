@@ -1,8 +1,9 @@
 """Run a command with its output passed through live and its last bytes kept for the record.
 
-Signals that would stop keystore-client (SIGTERM, SIGINT, SIGHUP) are forwarded to the
-command instead, so the command decides how to stop and keystore-client still learns how it
-ended (a command killed by a signal has an unknown outcome: its key is left to the lease).
+The command runs in a process group of its own. Signals that would stop keystore-client
+(SIGTERM, SIGINT, SIGHUP) are forwarded to that whole group instead (`sh -c 'a; b'` and what it
+started), so the command decides how to stop and keystore-client still learns how it ended (a
+command killed by a signal has an unknown outcome: its key is left to the lease).
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from typing import IO, Optional, Sequence
 
 MAX_KEPT = 64 * 1024  # bytes of each stream kept for replays: the last ones, where errors are
+LINGER_SECONDS = 5.0  # after the command exits, how long to read output that a process it
+# left behind still writes; then that process is on its own and its output is not recorded
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -30,17 +33,24 @@ class _Tail:
     def __init__(self) -> None:
         self.data = bytearray()
         self.truncated = False
+        self.lock = threading.Lock()
 
     def add(self, chunk: bytes) -> None:
-        self.data += chunk
-        if len(self.data) > MAX_KEPT:
-            del self.data[:len(self.data) - MAX_KEPT]
-            self.truncated = True
+        with self.lock:
+            self.data += chunk
+            if len(self.data) > MAX_KEPT:
+                del self.data[:len(self.data) - MAX_KEPT]
+                self.truncated = True
+
+    def snapshot(self) -> bytes:
+        with self.lock:
+            return bytes(self.data)
 
 
 def run_command(argv: Sequence[str]) -> Finished:
     """Run `argv` (no shell). Raises OSError when it cannot be started."""
-    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
     previous = _forward_signals(proc)
     try:
         tails = (_Tail(), _Tail())
@@ -51,10 +61,10 @@ def run_command(argv: Sequence[str]) -> Finished:
             t.start()
         returncode = proc.wait()
         for t in pumps:
-            t.join()
+            t.join(LINGER_SECONDS)
     finally:
         _restore(previous)
-    return Finished(returncode, bytes(tails[0].data), bytes(tails[1].data),
+    return Finished(returncode, tails[0].snapshot(), tails[1].snapshot(),
                     tails[0].truncated or tails[1].truncated)
 
 
@@ -84,8 +94,10 @@ def _forward_signals(proc: subprocess.Popen) -> dict:
         return {}  # only the main thread may set handlers
 
     def forward(signum: int, _frame: object) -> None:
-        if proc.poll() is None:
-            proc.send_signal(signum)
+        try:
+            os.killpg(proc.pid, signum)
+        except ProcessLookupError:
+            pass  # the group is gone already
     return {s: signal.signal(s, forward) for s in FORWARDED}
 
 
