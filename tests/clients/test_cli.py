@@ -149,9 +149,9 @@ def test_lookup_and_derive_key(service, scope, tmp_path):
     assert r.returncode == 0 and record["state"] == "succeeded"
     assert record["result"]["body"]["exit_code"] == 0
     assert cli(service, "lookup", "--scope", scope, "--key", "nope").returncode == 66
-    r = subprocess.run([CLI, "derive-key", " acme ", "2026:W48"], capture_output=True,
+    r = subprocess.run([CLI, "derive-key", " acme ", "2026|W48"], capture_output=True,
                        text=True, timeout=60)
-    assert (r.returncode, r.stdout) == (0, "acme:2026%3AW48\n")
+    assert (r.returncode, r.stdout) == (0, "acme|2026%7CW48\n")
 
 
 @pytest.mark.parametrize("size", [300 * 1024])

@@ -13,10 +13,11 @@ Refused with ValueError or TypeError, so a missing field never turns every event
 key: None, an empty part (after stripping), float (12.1 is not exact; pass a str or Decimal),
 naive datetimes, and any other type.
 
-Encoding (so different intents never share a key): parts are joined with ":" after escaping
-"%" as "%25", ":" as "%3A" and control characters as %XX (UTF-8), so no part can imitate the
-separator. A key longer than the contract's 512 characters becomes "%sha256:" + the hex
-SHA-256 of the joined form; "%s" can never start an escaped part, so it cannot collide either.
+Encoding (so different intents never share a key): parts are joined with "|" after escaping
+"%" as "%25", "|" as "%7C" and control characters as %XX (UTF-8), so no part can imitate the
+separator ("|" rather than ":", which is common inside ids and times: `urn:x:1`, `14:05`).
+A key longer than the contract's 512 characters becomes "%sha256:" + the hex SHA-256 of the
+joined form; "%s" never appears in an escaped part, so it cannot collide either.
 """
 from __future__ import annotations
 
@@ -32,10 +33,10 @@ MAX_KEY_CHARS = 512  # the contract's limit on a key, in code points
 
 def derive_key(*parts: Any) -> str:
     """A key for `claim` from one or more natural identifiers, e.g.
-    `derive_key("acme", date(2026, 11, 30))` -> `"acme:2026-11-30"`."""
+    `derive_key("acme", date(2026, 11, 30))` -> `"acme|2026-11-30"`."""
     if not parts:
         raise ValueError("derive_key needs at least one part")
-    joined = ":".join(_escape(_normalise(p, i)) for i, p in enumerate(parts))
+    joined = "|".join(_escape(_normalise(p, i)) for i, p in enumerate(parts))
     if len(joined) > MAX_KEY_CHARS:
         return "%sha256:" + hashlib.sha256(joined.encode("utf-8")).hexdigest()
     return joined
@@ -75,7 +76,7 @@ def _normalise(part: Any, index: int) -> str:
 def _escape(text: str) -> str:
     out = []
     for ch in text:
-        if ch in "%:" or unicodedata.category(ch) in ("Cc", "Cs"):
+        if ch in "%|" or unicodedata.category(ch) in ("Cc", "Cs"):
             out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass")))
         else:
             out.append(ch)

@@ -2,7 +2,7 @@
 
     KEY=$(keystore-client derive-key "$PROJECT" "$WEEK")
 
-Parts are strings here: NFC-normalised, stripped, joined with ":" after escaping "%", ":" and
+Parts are strings here: NFC-normalised, stripped, joined with "|" after escaping "%", "|" and
 control characters (see the Python client's derive_key for the whole rule).
 """
 from __future__ import annotations
