@@ -4,7 +4,9 @@ effects must happen once (the invoice API, the mailer). It counts what it was as
     POST /effects/<name>   records one effect (JSON body and the Idempotency-Key header) and
                            answers 201 {"id": "<name>-<n>"}; or, while failures are queued
                            for <name>, answers that status without recording anything.
-    GET  /effects/<name>   {"count": n, "items": [...]}
+    GET  /effects/<name>   {"count": n, "items": [{"id", "body", "idempotency_key"}, ...]};
+                           query parameters filter on fields of the body (?reference=X).
+A name is the path without its leading "/effects/" (or "/"): "/t1/invoices" is "t1/invoices".
 
 It runs in the test process, on a thread, on a free loopback port.
 """
@@ -15,6 +17,7 @@ import threading
 import time
 from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qsl, urlsplit
 
 
 class EffectSink:
@@ -67,7 +70,8 @@ def _handler(sink: EffectSink):
             pass
 
         def _name(self) -> str:
-            return self.path.split("?", 1)[0].rsplit("/", 1)[-1]
+            path = self.path.split("?", 1)[0].lstrip("/")
+            return path[len("effects/"):] if path.startswith("effects/") else path
 
         def _answer(self, status: int, body: dict) -> None:
             data = json.dumps(body).encode()
@@ -85,13 +89,16 @@ def _handler(sink: EffectSink):
                     status = sink.failures[name].pop(0)
                     return self._answer(status, {"error": "try again later"})
                 items = sink.effects[name]
-                items.append({"body": json.loads(raw or b"null"),
+                ident = f"{name}-{len(items) + 1}"
+                items.append({"id": ident, "body": json.loads(raw or b"null"),
                               "idempotency_key": self.headers.get("Idempotency-Key")})
-                ident = f"{name}-{len(items)}"
             self._answer(201, {"id": ident})
 
         def do_GET(self) -> None:
             name = self._name()
-            self._answer(200, {"count": sink.count(name), "items": sink.items(name)})
+            wanted = dict(parse_qsl(urlsplit(self.path).query))
+            items = [i for i in sink.items(name) if isinstance(i["body"], dict)
+                     and all(str(i["body"].get(k)) == v for k, v in wanted.items())]
+            self._answer(200, {"count": len(items), "items": items})
 
     return Handler
