@@ -14,9 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from keystore_client import KeyStore
 from sqlalchemy.engine import make_url
 
-from keystore_client import KeyStore
 from keystore_service import app as app_module
 from keystore_service import migrate
 from keystore_service.service import system_clock

@@ -9,7 +9,6 @@ import sys
 import time
 
 import requests
-
 from keystore_client import KeyStore
 
 

@@ -12,7 +12,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from keystore_client import KeyStore
 
 CLI = str(Path(sys.executable).with_name("keystore-client"))

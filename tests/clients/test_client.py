@@ -4,10 +4,9 @@ code, message, the response and the record."""
 from __future__ import annotations
 
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
-
 from keystore_client import (
     AlreadyCompleted,
     APIError,
@@ -135,7 +134,7 @@ def test_expire_makes_the_next_claim_a_new_incarnation(ks, operator, scope):
     c = ks.claim(scope, "k")
     ks.complete(scope, "k", c.lease_token)
     r = operator.expire(scope, "k")
-    assert r.expires_at <= datetime.now(timezone.utc)
+    assert r.expires_at <= datetime.now(UTC)
     with pytest.raises(Expired) as info:
         ks.lookup(scope, "k")
     assert (info.value.status, info.value.code) == (404, "expired")
@@ -155,7 +154,7 @@ def _wait_until_lease_passed(ks, scope, key, timeout=10.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         r = ks.lookup(scope, key)
-        if r.lease_expires_at and r.lease_expires_at < datetime.now(timezone.utc):
+        if r.lease_expires_at and r.lease_expires_at < datetime.now(UTC):
             time.sleep(0.05)  # one poll interval past the instant, for clock granularity
             return
         time.sleep(0.05)

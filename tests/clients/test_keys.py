@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import unicodedata
 import uuid
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 from decimal import Decimal
 
 import pytest
-
 from keystore_client import derive_key
 
 
@@ -26,7 +25,7 @@ def test_the_same_intent_written_differently_gives_the_same_key():
     assert derive_key(Decimal("1E+3")) == "1000"
     berlin = timezone(timedelta(hours=1))
     assert derive_key(datetime(2026, 11, 30, 15, 5, tzinfo=berlin)) == \
-        derive_key(datetime(2026, 11, 30, 14, 5, tzinfo=timezone.utc)) == "2026-11-30T14:05:00Z"
+        derive_key(datetime(2026, 11, 30, 14, 5, tzinfo=UTC)) == "2026-11-30T14:05:00Z"
 
 
 def test_different_intents_never_share_a_key():

@@ -12,7 +12,6 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
-
 from keystore_client import InProgress, KeyStore, NeedsReconciliation, OperationFailed
 
 from .conftest import HERE

@@ -6,7 +6,6 @@ from __future__ import annotations
 import threading
 
 import pytest
-
 from keystore_client import (
     ConnectError,
     InProgress,
@@ -17,6 +16,7 @@ from keystore_client import (
     UnexpectedResponse,
 )
 from keystore_client._retry import parse_retry_after
+
 from tests.support import free_port
 
 from .faults import FaultProxy

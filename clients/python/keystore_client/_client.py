@@ -11,12 +11,20 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import Any, Optional, Union
 
 import requests
 
-from ._exceptions import ConnectError, Expired, InProgress, NotFound, OutcomeUnknown, RateLimited
-from ._exceptions import Unavailable
+from ._exceptions import (
+    ConnectError,
+    Expired,
+    InProgress,
+    NotFound,
+    OutcomeUnknown,
+    RateLimited,
+    Unavailable,
+)
 from ._models import Claimed, Record, Result
 from ._retry import RetryPolicy
 from ._transport import error_from, json_body, send

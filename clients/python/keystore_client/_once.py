@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import json
-from typing import TYPE_CHECKING, Any, Callable, Optional, Union
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ._exceptions import KeyStoreError, OperationFailed
 from ._lease import LeaseKeeper

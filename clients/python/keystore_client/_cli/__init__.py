@@ -12,7 +12,8 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Optional, Sequence
+from collections.abc import Sequence
+from typing import Optional
 
 from .._client import DEFAULT_TIMEOUT, KeyStore, __version__
 from .._exceptions import KeyStoreError

@@ -12,8 +12,9 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import IO, Optional, Sequence
+from typing import IO, Optional
 
 MAX_KEPT = 64 * 1024  # bytes of each stream kept for replays: the last ones, where errors are
 LINGER_SECONDS = 5.0  # after the command exits, how long to read output that a process it
