@@ -129,28 +129,37 @@ def test_sigterm_to_keystore_client_is_forwarded_and_the_key_left(service, ks, s
     assert ks.lookup(scope, "k").state == "in_progress"
 
 
-def test_configuration_flags_and_errors(service, scope, tmp_path):
+def test_url_and_token_flags_and_a_refused_token(service, scope, tmp_path):
     no_env = {k: v for k, v in os.environ.items() if not k.startswith("KEYSTORE_")}
     args = run_args(scope, "k", tmp_path / "out.txt")
-    r = subprocess.run([CLI, *args], env=no_env, capture_output=True, text=True, timeout=60)
-    assert r.returncode == 78 and "KEYSTORE_URL" in r.stderr
     r = subprocess.run([CLI, "--url", service.url, "--token", service.token, *args],
                        env=no_env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and len(lines(tmp_path / "out.txt")) == 1
     assert cli(service, *args, token="ks_not_a_token").returncode == 78
-    assert cli(service, "run", "--scope", scope).returncode == 64  # usage
 
 
-def test_lookup_and_derive_key(service, scope, tmp_path):
-    cli(service, *run_args(scope, "k", tmp_path / "out.txt"))
-    r = cli(service, "lookup", "--scope", scope, "--key", "k")
-    record = json.loads(r.stdout)
-    assert r.returncode == 0 and record["state"] == "succeeded"
-    assert record["result"]["body"]["exit_code"] == 0
-    assert cli(service, "lookup", "--scope", scope, "--key", "nope").returncode == 66
+def test_configuration_and_usage_errors(tmp_path):
+    no_env = {k: v for k, v in os.environ.items() if not k.startswith("KEYSTORE_")}
+    r = subprocess.run([CLI, *run_args("s", "k", tmp_path / "out.txt")], env=no_env,
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 78 and "KEYSTORE_URL" in r.stderr
+    r = subprocess.run([CLI, "run", "--scope", "s"], capture_output=True, timeout=60)
+    assert r.returncode == 64
     r = subprocess.run([CLI, "derive-key", " acme ", "2026|W48"], capture_output=True,
                        text=True, timeout=60)
     assert (r.returncode, r.stdout) == (0, "acme|2026%7CW48\n")
+    assert not (tmp_path / "out.txt").exists()
+
+
+def test_lookup_prints_the_record(service, ks, scope):
+    with ks.once(scope, "k") as op:
+        op.succeed(body={"exit_code": 0, "stdout": "done\n"})
+    r = cli(service, "lookup", "--scope", scope, "--key", "k")
+    record = json.loads(r.stdout)
+    assert r.returncode == 0 and record["state"] == "succeeded"
+    assert record["result"]["body"]["stdout"] == "done\n"
+    assert record["first_seen_at"].endswith("Z")
+    assert cli(service, "lookup", "--scope", scope, "--key", "nope").returncode == 66
 
 
 @pytest.mark.parametrize("size", [300 * 1024])

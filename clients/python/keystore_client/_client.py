@@ -182,6 +182,11 @@ class KeyStore:
                 self._owned.append(session)
         return session
 
+    def _clone(self, *, retry: RetryPolicy, timeout: float) -> KeyStore:
+        """The same service and token with other limits (and sessions of its own)."""
+        return KeyStore(self.url, self._token, session=self._session, timeout=timeout,
+                        retry=retry)
+
     def _drop_thread_session(self) -> None:
         """Close this thread's own session (a finished helper thread calls this)."""
         session = getattr(self._local, "session", None)

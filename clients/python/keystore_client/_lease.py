@@ -10,6 +10,7 @@ import threading
 from typing import TYPE_CHECKING, Optional
 
 from ._exceptions import AlreadyCompleted, APIError, Expired, KeyStoreError, LeaseLost, NotFound
+from ._retry import RetryPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
     from ._client import KeyStore
@@ -26,9 +27,15 @@ class LeaseKeeper:
 
     def __init__(self, ks: KeyStore, scope: str, key: str, lease_token: str,
                  lease_seconds: int):
-        self.ks, self.scope, self.key = ks, scope, key
+        self.scope, self.key = scope, key
         self.lease_token, self.lease_seconds = lease_token, lease_seconds
         self.interval = lease_seconds / 3
+        # One beat never outlasts its interval: a slow or failing extend is a missed beat,
+        # and stopping the keeper (which waits for a beat in flight) stays quick.
+        self.ks = ks._clone(timeout=max(1.0, min(ks.timeout, self.interval)),
+                            retry=RetryPolicy(tries=3, base_delay=0.05,
+                                              max_delay=self.interval / 4,
+                                              budget=self.interval))
         self.lost: Optional[APIError] = None
         self.beats = 0
         self._stop = threading.Event()
