@@ -50,10 +50,12 @@ class _Tail:
 
 def run_command(argv: Sequence[str]) -> Finished:
     """Run `argv` (no shell). Raises OSError when it cannot be started."""
-    proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
-    previous = _forward_signals(proc)
+    group = _Group()
+    previous = _forward_signals(group)  # before the start: no signal may slip through
     try:
+        proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        group.started(proc.pid)
         tails = (_Tail(), _Tail())
         pumps = [threading.Thread(target=_pump, args=(pipe, sink, tail), daemon=True)
                  for pipe, sink, tail in ((proc.stdout, sys.stdout, tails[0]),
@@ -90,16 +92,32 @@ def _pump(pipe: Optional[IO[bytes]], sink: IO[str], tail: _Tail) -> None:
     pipe.close()
 
 
-def _forward_signals(proc: subprocess.Popen) -> dict:
-    if threading.current_thread() is not threading.main_thread():
-        return {}  # only the main thread may set handlers
+class _Group:
+    """The command's process group; a signal that arrives before it exists waits for it."""
 
-    def forward(signum: int, _frame: object) -> None:
+    def __init__(self) -> None:
+        self.pid: Optional[int] = None
+        self.pending: list = []
+
+    def started(self, pid: int) -> None:
+        self.pid = pid
+        for signum in self.pending:
+            self.signal(signum)
+
+    def signal(self, signum: int, _frame: object = None) -> None:
+        if self.pid is None:
+            self.pending.append(signum)
+            return
         try:
-            os.killpg(proc.pid, signum)
+            os.killpg(self.pid, signum)
         except ProcessLookupError:
             pass  # the group is gone already
-    return {s: signal.signal(s, forward) for s in FORWARDED}
+
+
+def _forward_signals(group: _Group) -> dict:
+    if threading.current_thread() is not threading.main_thread():
+        return {}  # only the main thread may set handlers
+    return {s: signal.signal(s, group.signal) for s in FORWARDED}
 
 
 def _restore(previous: dict) -> None:
