@@ -1,7 +1,7 @@
 """The client distribution stays small: it declares `requests` alone, imports nothing else
 outside the standard library (urllib3 comes with requests), and parses as Python 3.9 (its
-`requires-python`). A full `pip install` into a fresh venv is checked by hand (see the report
-in the lead's notes), since it needs the package index."""
+`requires-python`). A full `pip install` into a fresh venv needs the package index, so it is
+checked by hand when the dependencies change (docs/python-client.md names the install)."""
 from __future__ import annotations
 
 import ast
