@@ -28,8 +28,10 @@ def _record(record) -> dict:
 
 @bp.before_request
 def _authenticate() -> None:
-    g.principal = current_app.extensions["keystore"].auth.authenticate(
-        request.headers.get("Authorization"))
+    ks = current_app.extensions["keystore"]
+    g.principal = ks.auth.authenticate(request.headers.get("Authorization"))
+    if ks.limiter.enabled:
+        ks.limiter.check(g.principal.token_id)
 
 
 def _body(model: type[M]) -> M:

@@ -20,6 +20,7 @@ from .auth import Authenticator
 from .batch import BatchClaims
 from .jobs import Jobs, Timer
 from .operations import Operations
+from .ratelimit import RateLimiter
 from .render import error_response, respond
 from .report import Reports
 from .reviews import ReviewStore
@@ -45,6 +46,7 @@ class Keystore:
     jobs: Jobs
     reports: Reports
     metrics: metrics.Metrics
+    limiter: RateLimiter
 
 
 def build(settings: Settings, clock: Clock = system_clock) -> Keystore:
@@ -60,7 +62,9 @@ def build(settings: Settings, clock: Clock = system_clock) -> Keystore:
                     BatchClaims(service), Operations(service),
                     Jobs(service, settings.keep_finished_seconds,
                          settings.keep_unresolved_seconds),
-                    Reports(database), observed)
+                    Reports(database), observed,
+                    RateLimiter(database, settings.rate_limit_requests,
+                                settings.rate_limit_window_seconds, clock))
 
 
 def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock, *,

@@ -33,12 +33,13 @@ ALLOWED = {
     "migrate": {"db"},
     "app": {"canonical", "db", "errors", "openapi", "accounts", "auth", "batch", "render",
             "service", "settings", "store", "api", "reviews", "metrics", "jobs", "operations",
-            "report"},
+            "report", "ratelimit"},
     "cli": {"migrate", "accounts", "db", "server", "service", "settings", "app"},
     "operations": {"domain", "errors", "accounts", "reviews", "service", "sql", "tables"},
     "jobs": {"domain", "service", "sql", "tables"},
     "report": {"domain", "db", "sql", "tables"},
     "metrics": {"db", "service", "sql", "tables"},
+    "ratelimit": {"errors", "db", "sql", "tables"},
 }
 
 
