@@ -98,7 +98,8 @@ async function main(command) {
     say(error.message);
     say(`key store log: ${fs.readFileSync(path.join(folder, 'keystore.log'), 'utf8').slice(-2000)}`);
   } finally {
-    stopGroup(server, 'SIGTERM');
+    // SIGINT is gunicorn's quick shutdown: this key store and its database are thrown away.
+    stopGroup(server, 'SIGINT');
     const exited = await Promise.race([
       new Promise((resolve) => server.exitCode !== null ? resolve(true) : server.on('exit', () => resolve(true))),
       new Promise((resolve) => setTimeout(() => resolve(false), 20_000).unref()),
