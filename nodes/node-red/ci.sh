@@ -8,20 +8,8 @@
 # Needs: node >= 20 and npm on PATH, the key store's venv (scripts/test creates it).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
-started=$(date +%s)
-step() { printf '\n==> nodes/node-red: %s (%s s)\n' "$*" "$(( $(date +%s) - started ))" >&2; }
-
-export KEYSTORE_BIN="${KEYSTORE_BIN:-$repo/.venv/bin/keystore}"
-if [ ! -x "$KEYSTORE_BIN" ]; then
-  echo "nodes/node-red/ci.sh: no key store at $KEYSTORE_BIN (run scripts/test once, or set KEYSTORE_BIN)" >&2
-  exit 1
-fi
-node_major=$(node -p 'process.versions.node.split(".")[0]')
-if [ "$node_major" -lt 20 ]; then
-  echo "nodes/node-red/ci.sh: needs Node 20 or later on PATH, found $(node --version)" >&2
-  exit 1
-fi
+# shellcheck source=../test-support/ci-prelude.sh
+source "$here/../test-support/ci-prelude.sh"
 
 step "npm ci (committed lockfile)"
 cd "$here"

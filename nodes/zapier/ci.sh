@@ -10,20 +10,8 @@
 # Needs: node >= 20 and npm on PATH, the key store's venv (scripts/test creates it).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
-started=$(date +%s)
-step() { printf '\n==> nodes/zapier: %s (%s s)\n' "$*" "$(( $(date +%s) - started ))" >&2; }
-
-export KEYSTORE_BIN="${KEYSTORE_BIN:-$repo/.venv/bin/keystore}"
-if [ ! -x "$KEYSTORE_BIN" ]; then
-  echo "nodes/zapier/ci.sh: no key store at $KEYSTORE_BIN (run scripts/test once, or set KEYSTORE_BIN)" >&2
-  exit 1
-fi
-node_major=$(node -p 'process.versions.node.split(".")[0]')
-if [ "$node_major" -lt 20 ]; then
-  echo "nodes/zapier/ci.sh: needs Node 20 or later on PATH, found $(node --version)" >&2
-  exit 1
-fi
+# shellcheck source=../test-support/ci-prelude.sh
+source "$here/../test-support/ci-prelude.sh"
 # Nothing here may talk to Zapier's servers: no analytics, no update check, no log shipping.
 export DISABLE_ZAPIER_ANALYTICS=1 NO_UPDATE_NOTIFIER=1
 unset LOGGING_TOKEN LOGGING_ENDPOINT

@@ -14,11 +14,11 @@ before(async () => { sink = await startSink(); });
 after(() => sink.close());
 afterEach(() => helper.unload());
 
-it('produces one effect for the same message 5 times at once', { timeout: 60_000 }, async () => {
+it('produces one effect for the same message 5 times at once', { timeout: 120_000 }, async () => {
   const flow = await loadFlow([
     { id: 'guard', type: 'keystore-guard', server: 'ks', scope: 'create_invoice',
       key: 'payload.id', keyType: 'msg', payload: 'payload', payloadType: 'msg',
-      leaseSeconds: '60', onStale: 'reconcile', waitSeconds: '20',
+      leaseSeconds: '60', onStale: 'reconcile', waitSeconds: '30',
       wires: [['effect'], ['replayed'], ['attention']] },
     { id: 'effect', type: 'http request', method: 'POST', ret: 'obj', paytoqs: 'ignore',
       url: sink.url, wires: [['complete']] },

@@ -24,14 +24,17 @@ afterEach(() => helper.unload());
 async function deliver(event) {
   const response = await fetch(`${nodeRed.url}/orders`, {
     method: 'POST', body: JSON.stringify(event), headers: { 'Content-Type': 'application/json' },
-    signal: AbortSignal.timeout(30_000),
+    signal: AbortSignal.timeout(60_000),
   });
   return { status: response.status, retryAfter: response.headers.get('retry-after'),
     body: await response.json() };
 }
 
-it('answers 5 simultaneous deliveries with one invoice: 201 once, 200 with it after', { timeout: 60_000 }, async () => {
-  await loadExample('webhook-exactly-once.json', { 'wh-create': { url: sink.url } });
+it('answers 5 simultaneous deliveries with one invoice: 201 once, 200 with it after', { timeout: 120_000 }, async () => {
+  // The example's 10 s wait is ample for a real API; 30 keeps a loaded CI machine from
+  // turning a slow first copy into 503s for the other four.
+  await loadExample('webhook-exactly-once.json',
+    { 'wh-create': { url: sink.url }, 'wh-guard': { waitSeconds: '30' } });
   const event = { id: eventId('ord'), amount: 1250 };
   const before = sink.effects.length;
 
@@ -44,7 +47,7 @@ it('answers 5 simultaneous deliveries with one invoice: 201 once, 200 with it af
   for (const answer of answers) assert.deepEqual(answer.body, invoice);
 });
 
-it('answers 503 when the effect failed, and the redelivery creates the invoice once', { timeout: 60_000 }, async () => {
+it('answers 503 when the effect failed, and the redelivery creates the invoice once', { timeout: 120_000 }, async () => {
   await loadExample('webhook-exactly-once.json', { 'wh-create': { url: sink.url } });
   const event = { id: eventId('ord'), amount: 99 };
   const before = sink.effects.length;
@@ -62,7 +65,7 @@ it('answers 503 when the effect failed, and the redelivery creates the invoice o
   assert.equal(sink.effects.length - before, 1, 'exactly one invoice');
 });
 
-it('answers 409 to the same order id with another amount', { timeout: 60_000 }, async () => {
+it('answers 409 to the same order id with another amount', { timeout: 120_000 }, async () => {
   await loadExample('webhook-exactly-once.json', { 'wh-create': { url: sink.url } });
   const id = eventId('ord');
   assert.equal((await deliver({ id, amount: 5 })).status, 201);
@@ -71,7 +74,7 @@ it('answers 409 to the same order id with another amount', { timeout: 60_000 }, 
   assert.deepEqual(conflict.body, { error: 'fingerprint_mismatch' });
 });
 
-it('examples/catch-and-retry.json: one invoice through a failure and a redelivery', { timeout: 60_000 }, async () => {
+it('examples/catch-and-retry.json: one invoice through a failure and a redelivery', { timeout: 120_000 }, async () => {
   await loadExample('catch-and-retry.json', {
     'cr-create': { url: sink.url },
     'cr-pause': { timeout: '50', timeoutUnits: 'milliseconds' },

@@ -19,7 +19,7 @@ const FAIL_FIRST_CALL = 'const calls = context.get("calls") || 0;\ncontext.set("
   + 'if (calls === 0) { throw new Error("notification service is down"); }\nreturn msg;';
 const BOUNDED_RETRY = 'msg.retries = (msg.retries || 0) + 1;\nreturn msg.retries > 5 ? [null, msg] : [msg, null];';
 
-it('retries through Catch and release, and the effect happens once', { timeout: 60_000 }, async () => {
+it('retries through Catch and release, and the effect happens once', { timeout: 120_000 }, async () => {
   const flow = await loadFlow([
     { id: 'guard', type: 'keystore-guard', server: 'ks', scope: 'create_invoice',
       key: 'event.id', keyType: 'msg', payload: 'event', payloadType: 'msg',

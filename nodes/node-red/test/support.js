@@ -53,7 +53,7 @@ const keystore = keystoreFromEnv();
  * array of messages that reach a "helper" node.
  */
 async function loadFlow(flowNodes, { token = keystore.token } = {}) {
-  const config = { id: 'ks', type: 'keystore-config', url: keystore.url, timeout: '10' };
+  const config = { id: 'ks', type: 'keystore-config', url: keystore.url, timeout: '30' };
   const tab = { id: 'tab', type: 'tab', label: 'test' };
   await helper.load(NODES, [tab, config, ...flowNodes.map((n, i) => ({ z: 'tab', x: 200, y: 40 * (i + 1), ...n }))],
     { ks: { token } });
@@ -68,7 +68,7 @@ async function loadFlow(flowNodes, { token = keystore.token } = {}) {
 }
 
 /** Resolves when predicate() is true; rejects after timeoutMs (never a fixed sleep). */
-async function waitUntil(predicate, what, timeoutMs = 20_000) {
+async function waitUntil(predicate, what, timeoutMs = 45_000) {
   const deadline = Date.now() + timeoutMs;
   while (!predicate()) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -84,7 +84,7 @@ async function waitUntil(predicate, what, timeoutMs = 20_000) {
 async function loadExample(file, patch = {}) {
   const flow = require(`../examples/${file}`).map((n) => ({ ...n, ...(patch[n.id] || {}) }));
   const configs = flow.filter((n) => n.type === 'keystore-config');
-  for (const config of configs) config.url = keystore.url;
+  for (const config of configs) Object.assign(config, { url: keystore.url, timeout: '30' });
   const credentials = Object.fromEntries(configs.map((n) => [n.id, { token: keystore.token }]));
   await helper.load(NODES, flow, credentials);
   return flow;
