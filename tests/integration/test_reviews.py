@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from keystore_service.tables import attempts, resolutions
-from tests.integration.conftest import Http
+from tests.support import Http
 
 CLAIM = {"scope": "create_invoice", "key": "evt_1", "payload": {"amount": 100}}
 REF = {"scope": "create_invoice", "key": "evt_1"}
