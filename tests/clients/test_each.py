@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 from keystore_client import InProgress
+from keystore_client._cli.lines import Fields, Unusable, parse
 
 from .test_cli import CLI, lines
 
@@ -198,3 +199,35 @@ def _poll(condition, what: str, timeout: float = 30) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out waiting for {what}")
         time.sleep(0.02)
+
+
+# --- reading lines (no service needed) ------------------------------------------------------
+
+@pytest.mark.parametrize("raw, fields, expected", [
+    (b'{"id": 7, "v": 3}', Fields("id", "v"), ("7", 3, {"id": 7, "v": 3})),
+    (b'{"order": {"id": "A-1"}, "at": "2026-11-30T10:00:00+01:00", "body": null}',
+     Fields("order.id", "at", "body"), ("A-1", "2026-11-30T10:00:00+01:00", None)),
+    (b'{"a.b": "top", "a": {"b": "nested"}}', Fields("a.b"),
+     ("top", None, {"a.b": "top", "a": {"b": "nested"}})),
+    (b'{"id": " x "}', Fields("id"), (" x ", None, {"id": " x "})),  # used exactly
+])
+def test_a_line_becomes_one_claim(raw, fields, expected):
+    line = parse(1, raw, fields)
+    assert (line.key, line.version, line.payload) == expected
+    assert line.stdin == raw + b"\n"
+
+
+@pytest.mark.parametrize("raw, fields, reason", [
+    (b'[1, 2]', Fields("id"), "not a JSON object"),
+    (b'{"id": NaN}', Fields("id"), "not JSON"),
+    (b'{"id": true}', Fields("id"), "is a boolean"),
+    (b'{"id": ""}', Fields("id"), "empty"),
+    (b'{"id": "a\\u0007b"}', Fields("id"), "control characters"),
+    (b'{"id": 1}', Fields("id", "v"), "no version field 'v'"),
+    (b'{"id": 1, "v": 1.5}', Fields("id", "v"), "a number with a fraction"),
+    (b'{"id": 1, "v": [1]}', Fields("id", "v"), "is an array"),
+    (b'{"id": 1}', Fields("id", None, "body"), "no payload field 'body'"),
+])
+def test_an_unusable_line_says_why(raw, fields, reason):
+    with pytest.raises(Unusable, match=reason):
+        parse(1, raw, fields)

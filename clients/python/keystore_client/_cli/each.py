@@ -181,9 +181,9 @@ class Each:
                        "must resolve it (the service's reviews); skipped", always=True)
         elif r.outcome == "fingerprint_mismatch":
             self.tally.mismatch += 1
-            self._tell(f"{where}: refused: done before with a different payload at this "
-                       "version; a person decides (the service's reviews); skipped",
-                       always=True)
+            at = "" if line.version is None else " at this version"
+            self._tell(f"{where}: refused: done before with a different payload{at}; a "
+                       "person decides (the service's reviews); skipped", always=True)
         else:  # "invalid" (a version of the other kind), or an outcome newer than this client
             self.tally.unusable += 1
             self._tell(f"{where}: refused: {reason(r.error) if r.error else r.outcome}; "
