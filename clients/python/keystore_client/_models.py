@@ -141,8 +141,9 @@ class Claimed:
     or `replay` (finished before: here is its record and result; do nothing).
 
     Built from the shape the contract uses for a single claim and for each item of a batch
-    claim, so a batch can return one of these per item; refused outcomes of a single claim
-    are raised as errors instead (`InProgress`, `NeedsReconciliation`, `FingerprintMismatch`).
+    claim (`BatchResult`, a subclass, is one item's answer, refused outcomes included);
+    refused outcomes of a single claim are raised as errors instead (`InProgress`,
+    `NeedsReconciliation`, `FingerprintMismatch`).
     """
 
     outcome: str
