@@ -30,7 +30,8 @@ class Tally:
     def summary(self) -> str:
         parts = [f"{getattr(self, f.name)} {self.LABELS[f.name]}" for f in fields(self)
                  if getattr(self, f.name)]
-        return f"{self.lines} lines: {', '.join(parts) or 'nothing to do'}"
+        plural = "" if self.lines == 1 else "s"
+        return f"{self.lines} line{plural}: {', '.join(parts) or 'nothing to do'}"
 
     def exit_code(self) -> int:
         """0 when every line ran or was skipped as done or in progress elsewhere."""
