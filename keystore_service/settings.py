@@ -39,6 +39,11 @@ class Settings(BaseSettings):
     # count as absent anyway); records with an open review wait for a person, up to 30 days.
     keep_finished_seconds: int = Field(0, ge=0, le=MAX_TTL_SECONDS)
     keep_unresolved_seconds: int = Field(30 * 24 * HOUR, ge=0, le=MAX_TTL_SECONDS)
+    # The operators' page (/ui/): signed out after this long without a request; the session
+    # cookie is Secure when the request came over https, or always with ui_cookie_secure
+    # (set it when a proxy in front terminates TLS and forwards plain http).
+    ui_idle_minutes: float = Field(15, gt=0, le=24 * 60)
+    ui_cookie_secure: bool = False
     metrics_max_scopes: int = Field(100, ge=1, le=10_000)
     # Benchmarks only: POST /bench/noop parses a JSON body and answers, through the same app
     # and server configuration, as the ceiling a claim is measured against (docs/benchmarks.md).
