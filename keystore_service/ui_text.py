@@ -66,6 +66,15 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
 
 
+LABELS = {"review_id": "open review", "result_resource_id": "result resource id",
+          "lease_expires_at": "lease until", "on_stale": "on stale"}
+
+
+def field_label(name: str) -> str:
+    """A record field's name for a person."""
+    return LABELS.get(name, name.replace("_", " "))
+
+
 def field_value(name: str, value: Any) -> str:
     """A value of an audit snapshot: instants (`*_at`) as times, the rest as JSON."""
     if value is None:

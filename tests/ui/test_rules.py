@@ -316,7 +316,7 @@ def test_dismiss_then_expire_lets_a_corrected_resend_through(browser, acme, toke
     browser.get(record_url("evt_1"))
     assert "Dismissed" not in browser.html  # the done notice is only on the redirect target
     assert "dismiss</strong> by <strong>ana" in browser.html
-    assert "review id" in browser.html.split('id="audit-h"')[1]  # closed: no longer open
+    assert "open review</th>" in browser.html.split('id="audit-h"')[1]  # 1 -> none
     resp = browser.post("/ui/expire", {"scope": SCOPE, "key": "evt_1"})
     browser.get(resp.headers["Location"])
     assert "Expired: the next claim" in browser.html and "state-expired" in browser.html
