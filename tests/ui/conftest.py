@@ -64,8 +64,10 @@ class Browser:
 
 
 @pytest.fixture
-def ui_settings(database_url) -> Settings:
-    return Settings(database_url=database_url)
+def ui_settings(request, database_url) -> Settings:
+    """The app's settings; a test may change some with
+    `@pytest.mark.parametrize("ui_settings", [{...}], indirect=True)`."""
+    return Settings(database_url=database_url, **getattr(request, "param", {}))
 
 
 @pytest.fixture
@@ -92,6 +94,12 @@ def acme(app, tokens) -> Http:
 @pytest.fixture
 def globex(app, tokens) -> Http:
     return Http(app.test_client(), tokens["globex"])
+
+
+@pytest.fixture
+def operator(app, tokens) -> Http:
+    """acme's operator "ana", over the HTTP API (to check what the page did)."""
+    return Http(app.test_client(), tokens["ana"])
 
 
 @pytest.fixture

@@ -6,10 +6,14 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sqlite3
 from html.parser import HTMLParser
 
 import pytest
 from itsdangerous import URLSafeSerializer
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.integration.conftest import Http
 
 from .conftest import Browser, mismatch, stale
 
@@ -152,7 +156,8 @@ def test_every_post_form_on_every_page_carries_the_session_csrf_token(browser, a
 
 
 @sqlite_only
-def test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(browser, acme, tokens):
+def test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(browser, acme, operator,
+                                                                      tokens):
     mismatch(acme, SCOPE, "evt_1")
     browser.sign_in(tokens["ana"])
     form = {"scope": SCOPE, "key": "evt_1", "action": "dismiss", "token": tokens["ana"]}
@@ -162,8 +167,7 @@ def test_a_post_without_the_csrf_token_is_refused_and_changes_nothing(browser, a
             resp = browser.post(path, data, csrf=False)
             assert resp.status_code == 400 and resp.mimetype == "text/html", (path, csrf)
             assert "security token" in browser.html and "Nothing was changed" in browser.html
-    ana = type(acme)(acme.client, tokens["ana"])
-    assert len(open_reviews(ana)) == 1
+    assert len(open_reviews(operator)) == 1
     status, body, _ = acme.get("/v1/keys", scope=SCOPE, key="evt_1")
     assert body["record"]["expires_at"] > "2027-01-15T08:00:00Z"  # not expired
     assert browser.get("/ui/").status_code == 200  # still signed in
@@ -184,8 +188,8 @@ def test_the_csrf_token_of_another_session_does_not_pass(app, browser, acme, tok
 # --- idle time -----------------------------------------------------------------------------
 
 @sqlite_only
-def test_idle_sign_out_after_the_setting_and_activity_keeps_the_session(browser, acme, tokens,
-                                                                        clock):
+def test_idle_sign_out_after_the_setting_and_activity_keeps_the_session(browser, acme, operator,
+                                                                        tokens, clock):
     mismatch(acme, SCOPE, "evt_1")
     browser.sign_in(tokens["ana"])
     for _ in range(3):  # each request counts as activity: 14 min apart, 42 min in all
@@ -200,7 +204,7 @@ def test_idle_sign_out_after_the_setting_and_activity_keeps_the_session(browser,
     browser.get("/ui/signin")
     resp = browser.post("/ui/resolve", {"scope": SCOPE, "key": "evt_1", "action": "dismiss"})
     assert resp.status_code == 303 and resp.headers["Location"].startswith("/ui/signin")
-    assert len(open_reviews(type(acme)(acme.client, tokens["ana"]))) == 1
+    assert len(open_reviews(operator)) == 1
 
 
 @sqlite_only
@@ -216,8 +220,8 @@ def test_a_session_ends_after_twelve_hours_however_busy(browser, tokens, clock):
 
 # --- tenants -------------------------------------------------------------------------------
 
-def test_an_operator_sees_and_touches_only_their_own_tenant(app, browser, acme, globex, tokens,
-                                                            clock):
+def test_an_operator_sees_and_touches_only_their_own_tenant(browser, acme, globex, operator,
+                                                            tokens, clock):
     refused = mismatch(acme, "acme_billing", "evt_acme")["record"]
     stale(acme, clock, "acme_sync", "c-acme")
     mismatch(acme, SCOPE, "evt_shared")
@@ -251,21 +255,20 @@ def test_an_operator_sees_and_touches_only_their_own_tenant(app, browser, acme, 
     browser.get(record_url("evt_shared"))
     assert browser.post("/ui/resolve", {"scope": SCOPE, "key": "evt_shared",
                                         "action": "dismiss"}).status_code == 303
-    ana = type(acme)(acme.client, tokens["ana"])
-    assert sorted(r["key"] for r in open_reviews(ana)) == ["c-acme", "evt_acme", "evt_shared"]
-    gus = type(acme)(acme.client, tokens["gus"])
-    assert open_reviews(gus) == []
+    assert sorted(r["key"] for r in open_reviews(operator)) == ["c-acme", "evt_acme",
+                                                                "evt_shared"]
+    assert open_reviews(Http(acme.client, tokens["gus"])) == []
 
 
 # --- resolving -----------------------------------------------------------------------------
 
 def test_mark_succeeded_with_a_result_settles_the_record_and_writes_the_audit_row(
-        browser, acme, tokens, clock):
+        browser, acme, operator, tokens, clock):
     lease = stale(acme, clock, "sync", "c-1")
     browser.sign_in(tokens["ana"])
     browser.get(record_url("c-1", "sync"))
     assert "invoice_created" in browser.html and "INV-c-1" in browser.html  # the checkpoint
-    (review,) = open_reviews(type(acme)(acme.client, tokens["ana"]))
+    (review,) = open_reviews(operator)
     resp = browser.post("/ui/resolve", {
         "scope": "sync", "key": "c-1", "review_id": str(review["id"]), "action":
         "mark_succeeded", "resource_id": "INV-c-1", "status_code": "201",
@@ -294,7 +297,8 @@ BAD_RESULTS = [({"body": "{not json"}, "not valid JSON"),
 
 
 @sqlite_only
-def test_a_result_that_cannot_be_stored_is_refused_calmly(browser, acme, tokens, clock):
+def test_a_result_that_cannot_be_stored_is_refused_calmly(browser, acme, operator, tokens,
+                                                          clock):
     stale(acme, clock, "sync", "c-1")
     browser.sign_in(tokens["ana"])
     for fields, words in BAD_RESULTS:
@@ -304,7 +308,7 @@ def test_a_result_that_cannot_be_stored_is_refused_calmly(browser, acme, tokens,
         assert resp.status_code == 400 and words in browser.html, fields
         assert "Nothing was changed" in browser.html and "Traceback" not in browser.html
         assert 'href="/ui/record?scope=sync&amp;key=c-1"' in browser.html  # the way back
-    assert len(open_reviews(type(acme)(acme.client, tokens["ana"]))) == 1
+    assert len(open_reviews(operator)) == 1
 
 
 def test_dismiss_then_expire_lets_a_corrected_resend_through(browser, acme, tokens):
@@ -349,6 +353,61 @@ def test_errors_are_calm_pages_never_traces(browser, acme, tokens):
         assert (resp.status_code, resp.mimetype) == (status, "text/html"), (path, data)
         assert words in " ".join(browser.html.split()).lower(), (path, words)
         assert "Traceback" not in browser.html and '"error"' not in browser.html
+
+
+@sqlite_only
+def test_a_form_larger_than_the_service_accepts_is_a_page(browser, tokens):
+    browser.sign_in(tokens["ana"])
+    browser.get("/ui/")
+    resp = browser.post("/ui/resolve", {"scope": SCOPE, "key": "k", "action": "dismiss",
+                                        "body": "x" * (2 * 1024 * 1024)})
+    assert (resp.status_code, resp.mimetype) == (413, "text/html")
+    assert "more than this service accepts" in browser.html
+
+
+@sqlite_only
+@pytest.mark.parametrize("ui_settings", [{"sqlite_busy_timeout_ms": 0}], indirect=True)
+def test_a_database_that_does_not_answer_is_a_503_page_and_changes_nothing(
+        app, browser, acme, operator, tokens, database_url):
+    """SQLite busy with another writer (and no busy timeout): the resolution cannot start."""
+    mismatch(acme, SCOPE, "evt_1")
+    browser.sign_in(tokens["ana"])
+    browser.get(record_url("evt_1"))
+    errors_before = database_errors(browser.client)
+    writer = sqlite3.connect(database_url.removeprefix("sqlite:///"), isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")  # holds the write lock; readers go on (WAL)
+        resp = browser.post("/ui/resolve", {"scope": SCOPE, "key": "evt_1",
+                                            "action": "dismiss"})
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+    assert (resp.status_code, resp.mimetype) == (503, "text/html")
+    assert "database did not answer" in browser.html and "Nothing was changed" in browser.html
+    assert len(open_reviews(operator)) == 1
+    assert database_errors(browser.client) == errors_before + 1
+
+
+def database_errors(client) -> float:
+    """keystore_database_errors_total{kind="unavailable"} now (counters are per process)."""
+    for family in text_string_to_metric_families(client.get("/metrics").get_data(as_text=True)):
+        for sample in family.samples:
+            if sample.name == "keystore_database_errors_total" and \
+                    sample.labels == {"kind": "unavailable"}:
+                return sample.value
+    return 0.0
+
+
+@sqlite_only
+def test_an_unexpected_error_is_a_page_without_a_trace(app, browser, acme, tokens):
+    mismatch(acme, SCOPE, "evt_1")
+    browser.sign_in(tokens["ana"])
+    with app.extensions["keystore"].database.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE resolutions")  # a bug's stand-in: the query fails
+    resp = browser.get(record_url("evt_1"))
+    assert (resp.status_code, resp.mimetype) == (500, "text/html")
+    assert "could not be shown" in browser.html
+    assert "Traceback" not in browser.html and "resolutions" not in browser.html
 
 
 @sqlite_only
