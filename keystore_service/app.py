@@ -14,7 +14,7 @@ from typing import Optional
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from . import canonical, db, errors, metrics, openapi, ui
+from . import canonical, db, errors, metrics, openapi, ui, ui_errors
 from .accounts import Accounts
 from .auth import Authenticator
 from .batch import BatchClaims
@@ -138,7 +138,7 @@ def _error_handlers(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):
         if request.path == "/ui" or request.path.startswith("/ui/"):
-            return ui.http_error_page(exc)  # an address under /ui that no page answers
+            return ui_errors.http_error_page(exc)  # an address under /ui that no page answers
         mapped = {404: errors.NotFound("no such endpoint"),
                   405: errors.MethodNotAllowed(),
                   413: errors.PayloadTooLarge(
