@@ -74,7 +74,7 @@ def _load_session() -> None:
     session, g.ui_ended = loaded.session, loaded.ended
     if session.signed_in and not _ks().oversight.operator_token_live(session.tenant_id,
                                                                      session.token_name):
-        session, g.ui_ended = Session(csrf=session.csrf), "revoked"
+        session, g.ui_ended = session.signed_out(), "revoked"
     g.ui = session
     if session.signed_in:
         g.principal = Principal(session.tenant_id, session.tenant, "operator",

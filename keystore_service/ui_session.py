@@ -41,8 +41,9 @@ class Session:
         return self.tenant_id is not None
 
     def signed_out(self) -> Session:
-        """The same browser, signed out, with a fresh CSRF token."""
-        return Session(csrf=new_csrf())
+        """The same browser, signed out (its CSRF token stays: a form left open past the
+        idle time is answered with the sign-in page, not with a CSRF refusal)."""
+        return Session(csrf=self.csrf)
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,8 +49,9 @@ class Served:
         return Api(self.url, token or self.client)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def chromium():
+    """One Chromium for this module (closed with it, before other modules' tests run)."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"Debian's Chromium is required at {CHROMIUM} for the page's browser tests "
                     "(apt-get install chromium; scripts/ensure-chromium does it)", pytrace=False)
