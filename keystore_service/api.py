@@ -167,7 +167,8 @@ def lookup():
 def expire():
     require_operator(g.principal)
     body = _body(schemas.ExpireRequest)
-    record = _service().expire(g.principal.tenant_id, body.scope, body.key)
+    record = current_app.extensions["keystore"].operations.expire(g.principal, body.scope,
+                                                                  body.key)
     return respond({"record": _record(record)}, 200, record)
 
 

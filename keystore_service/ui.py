@@ -214,7 +214,7 @@ def resolve():
 @operator_page
 def expire():
     scope, key = record_ref(request.form)
-    _ks().service.expire(_tenant(), scope, key)
+    _ks().operations.expire(g.principal, scope, key)
     log.info("operator %r expired %s/%s", g.ui.token_name, scope, key)
     return redirect(url_for("ui.record", scope=scope, key=key, done="expire"), 303)
 
