@@ -36,6 +36,11 @@ def send(session: requests.Session, method: str, url: str, *, headers: dict,
     except requests.exceptions.Timeout as exc:
         raise OutcomeUnknown(f"no answer from {_origin(url)} in time; the request may have "
                              "been applied") from exc
+    except requests.exceptions.RequestException as exc:
+        # The answer began and broke (a server process killed while it wrote the body:
+        # ChunkedEncodingError), or any other failure after the request went out.
+        raise OutcomeUnknown(f"the answer from {_origin(url)} broke off; the request may "
+                             "have been applied") from exc
 
 
 def _never_sent(exc: requests.exceptions.ConnectionError) -> bool:
