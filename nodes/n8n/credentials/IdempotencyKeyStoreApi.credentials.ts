@@ -16,8 +16,6 @@ export class IdempotencyKeyStoreApi implements ICredentialType {
 
 	icon = 'file:../nodes/IdempotencyKeyStore/keystore.svg' as const;
 
-	documentationUrl = 'https://github.com/idempotency-keystore/keystore/blob/main/docs/n8n-node.md';
-
 	properties: INodeProperties[] = [
 		{
 			displayName: 'Service URL',

@@ -1,26 +1,27 @@
 #!/usr/bin/env bash
-# Install n8n once per version into the CI cache, outside the clone, and print its bin dir.
-#   scripts/install-n8n.sh [version]      (default 2.8.4: the newest n8n that runs on Node 20)
-# A finished install is marked by .installed; a half-finished one is wiped and redone.
+# Install the n8n that the e2e tests run, once, into the CI cache outside the clone, and print
+# the path of its n8n executable on stdout.
+#   scripts/install-n8n.sh
+# The install is keyed by n8n's version (the cache folder's name) and checked against the
+# committed lockfile (test/e2e/n8n-install/): a half-finished or outdated install is redone.
 set -euo pipefail
-version="${1:-2.8.4}"
+here="$(cd "$(dirname "$0")/.." && pwd)"
+spec="$here/test/e2e/n8n-install"
+version="$(node -p "require('$spec/package.json').dependencies.n8n")"
 dir="${KEYSTORE_CI_CACHE:-$HOME/.cache/keystore-ci}/n8n-$version"
-if [ ! -f "$dir/.installed" ]; then
-  echo "install-n8n: installing n8n@$version into $dir (several minutes, once)" >&2
+stamp="$(sha256sum "$spec/package.json" "$spec/package-lock.json" | sha256sum | cut -c1-16)"
+
+if [ "$(cat "$dir/.installed" 2>/dev/null || true)" != "$stamp" ]; then
+  echo "install-n8n: installing n8n@$version into $dir (several minutes, once per version)" >&2
   rm -rf "$dir"
   mkdir -p "$dir"
-  # n8n 2.8.4 depends on an xlsx tarball hosted outside the npm registry; the registry's
-  # xlsx 0.18.5 has the same API and lets the install succeed offline from cdn.sheetjs.com.
-  cat >"$dir/package.json" <<JSON
-{
-  "name": "keystore-ci-n8n",
-  "private": true,
-  "dependencies": { "n8n": "$version" },
-  "overrides": { "xlsx": "0.18.5" }
-}
-JSON
-  (cd "$dir" && timeout 1800 npm install --no-audit --no-fund --loglevel=error >&2)
+  cp "$spec/package.json" "$spec/package-lock.json" "$dir/"
+  # n8n@2.8.4 depends on an xlsx tarball outside the npm registry; the lockfile pins the
+  # registry's xlsx 0.18.5 instead (the "overrides" in package.json). sqlite3 compiles here.
+  (cd "$dir" && timeout 2700 npm ci --no-audit --no-fund --loglevel=error >&2)
   "$dir/node_modules/.bin/n8n" --version >&2
-  touch "$dir/.installed"
+  echo "$stamp" >"$dir/.installed"
+else
+  echo "install-n8n: reusing $dir" >&2
 fi
-echo "$dir/node_modules/.bin"
+echo "$dir/node_modules/.bin/n8n"

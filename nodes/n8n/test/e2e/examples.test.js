@@ -178,3 +178,37 @@ test('a side effect with Retry On Fail that fails twice, then succeeds: one invo
 	assert.equal(sink.callsByKey.get('create_invoice:evt-flaky'), 3, 'the repeat never reached the invoice API');
 });
 
+
+test("the credential's test in n8n: a good token passes; a bad token, a dead URL and another service fail", async () => {
+	await ensureStarted();
+	const headers = { 'Content-Type': 'application/json', 'browser-id': 'keystore-e2e' };
+	const rest = async (route, body, cookie) => {
+		const response = await fetch(`${n8n.url}/rest/${route}`, {
+			method: 'POST',
+			headers: cookie ? { ...headers, cookie } : headers,
+			body: JSON.stringify(body),
+			signal: AbortSignal.timeout(60_000),
+		});
+		assert.equal(response.status, 200, `${route}: ${response.status}`);
+		return [await response.json(), response.headers.get('set-cookie')];
+	};
+	const [, setCookie] = await rest('owner/setup', {
+		email: 'owner@example.com',
+		firstName: 'Test',
+		lastName: 'Owner',
+		password: 'Keystore-e2e-1',
+	});
+	const cookie = setCookie.split(';')[0];
+	const check = async (data) => {
+		const [created] = await rest('credentials', { name: `ks ${crypto.randomUUID()}`, type: CREDENTIAL.type, data }, cookie);
+		const credentials = { id: created.data.id, name: created.data.name, type: CREDENTIAL.type, data };
+		const [tested] = await rest('credentials/test', { credentials }, cookie);
+		return tested.data;
+	};
+	assert.equal((await check({ url: `${ks.url}/`, token: ks.clientToken })).status, 'OK');
+	const badToken = await check({ url: ks.url, token: 'ks_not_a_token' });
+	assert.deepEqual([badToken.status, /refused this token/.test(badToken.message)], ['Error', true], badToken.message);
+	assert.equal((await check({ url: 'http://127.0.0.1:9', token: ks.clientToken })).status, 'Error');
+	const elsewhere = await check({ url: sink.url, token: ks.clientToken }); // a 404 without error.code
+	assert.deepEqual([elsewhere.status, /No Idempotency Key Store/.test(elsewhere.message)], ['Error', true], elsewhere.message);
+});
