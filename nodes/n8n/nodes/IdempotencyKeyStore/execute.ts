@@ -38,8 +38,14 @@ export async function runKeyStore(
 		out.push({ json: withInfo(items[index].json as JsonObject, field, answer), pairedItem: { item: index } });
 	};
 	if (operation === 'claimBatch') {
-		const answers = await claimBatch.executeAll(c, items);
-		answers.forEach((answer, index) => emit(index, answer));
+		try {
+			const answers = await claimBatch.executeAll(c, items);
+			answers.forEach((answer, index) => emit(index, answer));
+		} catch (error) {
+			// one request for all items: when it fails, it failed for every item
+			if (!continueOnFail) throw asNodeError(ctx, error);
+			items.forEach((_, index) => out.push({ json: { error: (error as Error).message }, pairedItem: { item: index } }));
+		}
 		return [out];
 	}
 	const run = PER_ITEM[operation];
