@@ -7,11 +7,10 @@
 import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import type { JsonObject } from '../shared/contract';
-import { MAX_BATCH_ITEMS } from '../shared/contract';
 import type { Guarded } from '../shared/guard';
 import { guardOne, settle } from '../shared/guard';
-import type { ClaimItem, Ctx } from '../shared/keystore';
-import { claimBatch, recordCall } from '../shared/keystore';
+import type { Ctx, IndexedClaim } from '../shared/keystore';
+import { claimInBatches, recordCall } from '../shared/keystore';
 import { readClaim, readClaimOptions } from '../shared/properties';
 import { NEEDS_ATTENTION, guardInfo, refusedInfo, withInfo } from '../shared/routing';
 import { asNodeError, baseUrl } from '../shared/transport';
@@ -31,13 +30,14 @@ export async function runGuard(ctx: IExecuteFunctions, continueOnFail: boolean):
 	const outputs: Outputs = [[], [], []];
 	const acquired: Claimed[] = [];
 	const mode = ctx.getNodeParameter('mode', 0) as 'single' | 'batch';
-	const fail = (index: number, error: unknown) => {
+	const fail: Fail = (index, error) => {
 		if (!continueOnFail) throw asNodeError(ctx, error, index);
 		outputs[NEEDS_ATTENTION].push({ json: { error: (error as Error).message }, pairedItem: { item: index } });
 	};
+	const run: Run = { c, outputs, acquired, fail };
 	try {
-		if (mode === 'batch') await batch(c, items, outputs, acquired, fail);
-		else await oneByOne(c, items, outputs, acquired, fail);
+		if (mode === 'batch') await batch(run, items);
+		else await oneByOne(run, items);
 	} catch (error) {
 		await releaseAll(c, acquired);
 		throw asNodeError(ctx, error);
@@ -45,96 +45,86 @@ export async function runGuard(ctx: IExecuteFunctions, continueOnFail: boolean):
 	return outputs;
 }
 
-function route(
-	ctx: IExecuteFunctions,
-	outputs: Outputs,
-	acquired: Claimed[],
-	index: number,
-	scope: string,
-	key: string,
-	guarded: Guarded,
-): void {
-	const field = ctx.getNodeParameter('outputField', index) as string;
-	const json = ctx.getInputData()[index].json as JsonObject;
-	const info = guardInfo(scope, key, guarded.answer, guarded.output, guarded.reason);
-	outputs[guarded.output].push({ json: withInfo(json, field, info), pairedItem: { item: index } });
-	if (guarded.answer.lease_token !== undefined) {
-		acquired.push({ index, scope, key, leaseToken: guarded.answer.lease_token });
-	}
+/** A run of the Guard: its context, outputs, and the leases it holds so far. */
+interface Run {
+	c: Ctx;
+	outputs: Outputs;
+	acquired: Claimed[];
+	fail: Fail;
 }
 
 /** A failed item: thrown, or with "continue on fail" sent to Needs Attention as an error item. */
 type Fail = (index: number, error: unknown) => void;
 
-async function oneByOne(
-	c: Ctx,
-	items: INodeExecutionData[],
-	outputs: Outputs,
-	acquired: Claimed[],
-	fail: Fail,
-) {
-	const { ctx } = c;
+function hold(run: Run, index: number, scope: string, key: string, leaseToken?: string): void {
+	if (leaseToken !== undefined) run.acquired.push({ index, scope, key, leaseToken });
+}
+
+function route(run: Run, index: number, scope: string, key: string, guarded: Guarded): void {
+	const { ctx } = run.c;
+	const field = ctx.getNodeParameter('outputField', index) as string;
+	const json = ctx.getInputData()[index].json as JsonObject;
+	const info = guardInfo(scope, key, guarded.answer, guarded.output, guarded.reason);
+	run.outputs[guarded.output].push({ json: withInfo(json, field, info), pairedItem: { item: index } });
+}
+
+async function oneByOne(run: Run, items: INodeExecutionData[]) {
+	const { c } = run;
 	for (let index = 0; index < items.length; index++) {
 		try {
-			const { scope, item } = readClaim(ctx, index);
-			const wait = Number(ctx.getNodeParameter('waitSeconds', index, 0));
-			const guarded = await guardOne(c, scope, item, readClaimOptions(ctx, index), wait, index);
-			route(ctx, outputs, acquired, index, scope, item.key, guarded);
+			const { scope, item } = readClaim(c.ctx, index);
+			const wait = Number(c.ctx.getNodeParameter('waitSeconds', index, 0));
+			const guarded = await guardOne(c, scope, item, readClaimOptions(c.ctx, index), wait, index);
+			hold(run, index, scope, item.key, guarded.answer.lease_token);
+			route(run, index, scope, item.key, guarded);
 		} catch (error) {
-			fail(index, error);
+			run.fail(index, error);
 		}
 	}
 }
 
 /**
- * Batch mode: items are grouped by scope (the batch endpoint takes one scope) in chunks of at
- * most 1,000; each chunk is one transaction on the server. Items that are running elsewhere are
- * then waited for one by one like in single mode.
+ * Batch mode: one request per scope and 1,000 items (see claimInBatches). Every lease of a
+ * chunk is held before anything else can fail; items running elsewhere are then waited for one
+ * by one as in single mode, and a refused item goes to Needs Attention.
  */
-async function batch(
-	c: Ctx,
-	items: INodeExecutionData[],
-	outputs: Outputs,
-	acquired: Claimed[],
-	fail: Fail,
-) {
+async function batch(run: Run, items: INodeExecutionData[]) {
+	const { c } = run;
 	const { ctx } = c;
 	const options = readClaimOptions(ctx, 0);
-	const groups = new Map<string, Array<{ index: number; item: ClaimItem }>>();
+	const claims: IndexedClaim[] = [];
 	for (let index = 0; index < items.length; index++) {
 		try {
-			const { scope, item } = readClaim(ctx, index);
-			const group = groups.get(scope) ?? [];
-			group.push({ index, item });
-			groups.set(scope, group);
+			claims.push({ index, ...readClaim(ctx, index) });
 		} catch (error) {
-			fail(index, error);
+			run.fail(index, error);
 		}
 	}
-	for (const [scope, group] of groups) {
-		for (let start = 0; start < group.length; start += MAX_BATCH_ITEMS) {
-			const chunk = group.slice(start, start + MAX_BATCH_ITEMS);
-			const entries = await claimBatch(c, scope, chunk.map((entry) => entry.item), options);
-			for (let i = 0; i < chunk.length; i++) {
-				const { index, item } = chunk[i];
-				const entry = entries[i];
-				if ('refused' in entry) {
-					const field = ctx.getNodeParameter('outputField', index) as string;
-					const json = ctx.getInputData()[index].json as JsonObject;
-					const info = refusedInfo(scope, item.key, entry.refused);
-					outputs[NEEDS_ATTENTION].push({ json: withInfo(json, field, info), pairedItem: { item: index } });
-					continue;
-				}
-				const wait = Number(ctx.getNodeParameter('waitSeconds', index, 0));
-				const guarded =
-					entry.answer.outcome === 'in_progress' && wait >= 1
-						? await guardOne(c, scope, item, options, wait, index, entry.answer)
-						: settle(entry.answer);
-				route(ctx, outputs, acquired, index, scope, item.key, guarded);
+	await claimInBatches(c, claims, options, async (chunk, entries) => {
+		chunk.forEach(({ index, scope, item }, i) => {
+			const entry = entries[i];
+			if ('answer' in entry) hold(run, index, scope, item.key, entry.answer.lease_token);
+		});
+		for (let i = 0; i < chunk.length; i++) {
+			const { index, scope, item } = chunk[i];
+			const entry = entries[i];
+			if ('refused' in entry) {
+				const field = ctx.getNodeParameter('outputField', index) as string;
+				const json = ctx.getInputData()[index].json as JsonObject;
+				const info = refusedInfo(scope, item.key, entry.refused);
+				run.outputs[NEEDS_ATTENTION].push({ json: withInfo(json, field, info), pairedItem: { item: index } });
+				continue;
 			}
+			const wait = Number(ctx.getNodeParameter('waitSeconds', index, 0));
+			const waited = entry.answer.outcome === 'in_progress' && wait >= 1;
+			const guarded = waited
+				? await guardOne(c, scope, item, options, wait, index, entry.answer)
+				: settle(entry.answer);
+			if (waited) hold(run, index, scope, item.key, guarded.answer.lease_token);
+			route(run, index, scope, item.key, guarded);
 		}
-	}
-	for (const output of outputs) output.sort((a, b) => pairedIndex(a) - pairedIndex(b));
+	});
+	for (const output of run.outputs) output.sort((a, b) => pairedIndex(a) - pairedIndex(b));
 }
 
 function pairedIndex(item: INodeExecutionData): number {

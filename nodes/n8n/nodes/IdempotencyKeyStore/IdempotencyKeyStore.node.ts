@@ -14,7 +14,7 @@ import * as expire from './operations/expire';
 import * as extend from './operations/extend';
 import * as lookup from './operations/lookup';
 import * as release from './operations/release';
-import { outputField, scopeAndKey, scopeAndKeyFromItem } from '../shared/properties';
+import { outputField, scopeAndKey } from '../shared/properties';
 
 const HOLDER_OPERATIONS = ['complete', 'release', 'extend'];
 const OTHER_OPERATIONS = ['claim', 'claimBatch', 'lookup', 'expire'];
@@ -128,7 +128,7 @@ export class IdempotencyKeyStore implements INodeType {
 				],
 			},
 			...scopeAndKey({ operation: OTHER_OPERATIONS }),
-			...scopeAndKeyFromItem({ operation: HOLDER_OPERATIONS }),
+			...scopeAndKey({ operation: HOLDER_OPERATIONS }, true),
 			...claim.description,
 			...claimBatch.description,
 			...complete.description,

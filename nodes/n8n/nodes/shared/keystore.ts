@@ -6,7 +6,7 @@
 import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
 
 import type { Answer, ClaimAnswer, ErrorBody, JsonValue, KeyRecord } from './contract';
-import { MAX_WAIT_PER_LOOKUP, claimAnswerOf, errorOf, recordOf } from './contract';
+import { MAX_BATCH_ITEMS, MAX_WAIT_PER_LOOKUP, claimAnswerOf, errorOf, recordOf } from './contract';
 import type { FingerprintPart } from './fingerprint';
 import { call, unexpected } from './transport';
 
@@ -79,6 +79,38 @@ export async function claimBatch(
 		throw unexpected(ctx, answer);
 	}
 	return results.map((result: unknown) => batchEntryOf(result));
+}
+
+/** One input item's claim: its index, scope, and what is claimed. */
+export interface IndexedClaim {
+	index: number;
+	scope: string;
+	item: ClaimItem;
+}
+
+/**
+ * Claims everything through the batch endpoint: grouped by scope (a batch has one), in chunks
+ * of at most 1,000, each chunk one transaction on the server; `onChunk` sees each chunk's
+ * entries before the next chunk is sent.
+ */
+export async function claimInBatches(
+	c: Ctx,
+	claims: IndexedClaim[],
+	options: ClaimOptions,
+	onChunk: (chunk: IndexedClaim[], entries: BatchEntry[]) => Promise<void>,
+): Promise<void> {
+	const groups = new Map<string, IndexedClaim[]>();
+	for (const claim of claims) {
+		const group = groups.get(claim.scope) ?? [];
+		group.push(claim);
+		groups.set(claim.scope, group);
+	}
+	for (const [scope, group] of groups) {
+		for (let start = 0; start < group.length; start += MAX_BATCH_ITEMS) {
+			const chunk = group.slice(start, start + MAX_BATCH_ITEMS);
+			await onChunk(chunk, await claimBatch(c, scope, chunk.map((claim) => claim.item), options));
+		}
+	}
 }
 
 /** One batch result as an entry; exported for the unit tests. */

@@ -22,54 +22,36 @@ const SCOPE_DESCRIPTION =
 const KEY_DESCRIPTION =
 	'The stable ID of this operation, taken from the business event (an event ID, an order number). Never a fresh random value per run.';
 
-/** Scope and key for a claim, lookup or expire: typed by the user. */
-export function scopeAndKey(show?: IDisplayOptions['show']): INodeProperties[] {
-	return [
-		{
-			displayName: 'Scope',
-			name: 'scope',
-			type: 'string',
-			required: true,
-			default: '',
-			placeholder: 'create_invoice',
-			description: SCOPE_DESCRIPTION,
-			...shown(show),
-		},
-		{
-			displayName: 'Key',
-			name: 'key',
-			type: 'string',
-			required: true,
-			default: '',
-			placeholder: 'evt_881',
-			description: KEY_DESCRIPTION,
-			...shown(show),
-		},
-	];
-}
-
-/** Scope and key for the holder's calls: read from the claim's answer on the item. */
-export function scopeAndKeyFromItem(show?: IDisplayOptions['show']): INodeProperties[] {
-	return [
-		{
-			displayName: 'Scope',
-			name: 'scope',
-			type: 'string',
-			required: true,
-			default: '={{ $json.idempotency.scope }}',
-			description: SCOPE_DESCRIPTION,
-			...shown(show),
-		},
-		{
-			displayName: 'Key',
-			name: 'key',
-			type: 'string',
-			required: true,
-			default: '={{ $json.idempotency.key }}',
-			description: KEY_DESCRIPTION,
-			...shown(show),
-		},
-	];
+/**
+ * Scope and key. For a claim, lookup or expire the user types them (`fromItem` false); for the
+ * holder's calls they default to the claim's answer on the item.
+ */
+export function scopeAndKey(show?: IDisplayOptions['show'], fromItem = false): INodeProperties[] {
+	const scope: INodeProperties = {
+		displayName: 'Scope',
+		name: 'scope',
+		type: 'string',
+		required: true,
+		default: '',
+		placeholder: 'create_invoice',
+		description: SCOPE_DESCRIPTION,
+		...shown(show),
+	};
+	const key: INodeProperties = {
+		displayName: 'Key',
+		name: 'key',
+		type: 'string',
+		required: true,
+		default: '',
+		placeholder: 'evt_881',
+		description: KEY_DESCRIPTION,
+		...shown(show),
+	};
+	if (fromItem) {
+		scope.default = '={{ $json.idempotency.scope }}';
+		key.default = '={{ $json.idempotency.key }}';
+	}
+	return [scope, key];
 }
 
 export function payloadProperties(show?: IDisplayOptions['show']): INodeProperties[] {
