@@ -6,10 +6,11 @@ from typing import TypeVar
 from flask import Blueprint, current_app, g, request
 from pydantic import BaseModel, ValidationError
 
-from . import canonical, errors, schemas
+from . import canonical, errors, schemas, versions
 from .auth import require_operator
+from .batch import Item, ItemResult
 from .domain import Outcome
-from .render import record_json, respond, validation_details
+from .render import error_json, record_json, respond, validation_details
 from .service import Claim, KeyStoreService
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
@@ -19,6 +20,10 @@ MAX_RESULT_BYTES = 256 * 1024  # the contract's limit on a result body, in canon
 
 def _service() -> KeyStoreService:
     return current_app.extensions["keystore"].service
+
+
+def _record(record) -> dict:
+    return record_json(record, _service().open_review)
 
 
 @bp.before_request
@@ -43,13 +48,17 @@ def _validate(model: type[M], data: dict) -> M:
                                     details=validation_details(exc)) from None
 
 
-def _fingerprint(body: schemas.ClaimRequest) -> str | None:
+def _fingerprint(body: schemas.ClaimRequest | schemas.BatchItem, field: str) -> str | None:
     if body.payload is None:
         return body.fingerprint
     try:
         return canonical.fingerprint(body.payload)
     except ValueError as exc:
-        raise errors.InvalidRequest(str(exc), details={"field": "payload"}) from None
+        raise errors.InvalidRequest(str(exc), details={"field": field}) from None
+
+
+def _version(body: schemas.ClaimRequest | schemas.BatchItem) -> tuple[str | None, int | None]:
+    return versions.parse(body.version) if body.version is not None else (None, None)
 
 
 @bp.post("/claim")
@@ -57,15 +66,41 @@ def claim():
     body = _body(schemas.ClaimRequest)
     settings = current_app.extensions["keystore"].settings
     result = _service().claim(g.principal.tenant_id, Claim(
-        body.scope, body.key, _fingerprint(body),
+        body.scope, body.key, _fingerprint(body, "payload"),
         body.ttl_seconds or settings.default_ttl_seconds,
-        body.lease_seconds or settings.default_lease_seconds, body.on_stale))
+        body.lease_seconds or settings.default_lease_seconds, body.on_stale, *_version(body)))
     record = result.record
     if result.outcome is Outcome.REPLAY:
-        return respond({"outcome": "replay", "record": record_json(record)}, 200, record,
+        return respond({"outcome": "replay", "record": _record(record)}, 200, record,
                        {"Idempotent-Replayed": "true"})
     return respond({"outcome": "acquired", "lease_token": result.lease_token,
-                    "attempt": record.attempt, "record": record_json(record)}, 201, record)
+                    "attempt": record.attempt, "record": _record(record)}, 201, record)
+
+
+@bp.post("/claim/batch")
+def claim_batch():
+    body = _body(schemas.BatchClaimRequest)
+    settings = current_app.extensions["keystore"].settings
+    items = [Item(it.key, _fingerprint(it, f"items.{n}.payload"), *_version(it))
+             for n, it in enumerate(body.items)]
+    results = current_app.extensions["keystore"].batch.claim(
+        g.principal.tenant_id, body.scope, items,
+        body.ttl_seconds or settings.default_ttl_seconds,
+        body.lease_seconds or settings.default_lease_seconds, body.on_stale)
+    return respond({"results": [_item_json(r) for r in results]})
+
+
+def _item_json(r: ItemResult) -> dict:
+    out: dict = {}
+    if r.outcome is not None:
+        out["outcome"] = r.outcome.value
+    if r.lease_token is not None:
+        out["lease_token"], out["attempt"] = r.lease_token, r.record.attempt
+    if r.error is not None:
+        out["error"] = error_json(r.error)
+    if r.record is not None:
+        out["record"] = _record(r.record)
+    return out
 
 
 def _result_json(result: schemas.ResultIn | None) -> str:
@@ -84,8 +119,9 @@ def _result_json(result: schemas.ResultIn | None) -> str:
 def complete():
     body = _body(schemas.CompleteRequest)
     record = _service().complete(g.principal.tenant_id, body.scope, body.key, body.lease_token,
-                                 body.state, _result_json(body.result))
-    return respond({"record": record_json(record)}, 200, record)
+                                 body.state, _result_json(body.result),
+                                 body.result.resource_id if body.result else None)
+    return respond({"record": _record(record)}, 200, record)
 
 
 @bp.post("/release")
@@ -93,7 +129,7 @@ def release():
     body = _body(schemas.ReleaseRequest)
     record = _service().release(g.principal.tenant_id, body.scope, body.key, body.lease_token,
                                 body.reason)
-    return respond({"record": record_json(record)}, 200, record)
+    return respond({"record": _record(record)}, 200, record)
 
 
 @bp.post("/extend")
@@ -101,14 +137,14 @@ def extend():
     body = _body(schemas.ExtendRequest)
     record = _service().extend(g.principal.tenant_id, body.scope, body.key, body.lease_token,
                                body.lease_seconds, body.checkpoint, body.resource_id)
-    return respond({"record": record_json(record)}, 200, record)
+    return respond({"record": _record(record)}, 200, record)
 
 
 @bp.get("/keys")
 def lookup():
     query = _validate(schemas.LookupQuery, request.args.to_dict())
     record = _service().lookup(g.principal.tenant_id, query.scope, query.key, query.wait or 0)
-    return respond({"record": record_json(record)}, 200, record)
+    return respond({"record": _record(record)}, 200, record)
 
 
 @bp.post("/expire")
@@ -116,4 +152,4 @@ def expire():
     require_operator(g.principal)
     body = _body(schemas.ExpireRequest)
     record = _service().expire(g.principal.tenant_id, body.scope, body.key)
-    return respond({"record": record_json(record)}, 200, record)
+    return respond({"record": _record(record)}, 200, record)

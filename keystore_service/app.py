@@ -14,10 +14,12 @@ from typing import Optional
 from flask import Flask, g, request
 from werkzeug.exceptions import HTTPException
 
-from . import db, errors, openapi
+from . import canonical, db, errors, openapi
 from .accounts import Accounts
 from .auth import Authenticator
+from .batch import BatchClaims
 from .render import error_response, respond
+from .reviews import ReviewStore
 from .service import Clock, KeyStoreService, system_clock
 from .settings import Settings, load
 from .store import RecordStore
@@ -35,6 +37,7 @@ class Keystore:
     service: KeyStoreService
     accounts: Accounts
     auth: Authenticator
+    batch: BatchClaims
 
 
 def build(settings: Settings, clock: Clock = system_clock) -> Keystore:
@@ -42,9 +45,11 @@ def build(settings: Settings, clock: Clock = system_clock) -> Keystore:
                        sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
                        sqlite_synchronous=settings.sqlite_synchronous)
     database = db.Database(engine)
-    accounts = Accounts(database)
-    return Keystore(settings, database, KeyStoreService(RecordStore(database), clock),
-                    accounts, Authenticator(accounts, settings.token_cache_seconds))
+    accounts, records = Accounts(database), RecordStore(database)
+    service = KeyStoreService(records, ReviewStore(database), clock)
+    return Keystore(settings, database, service, accounts,
+                    Authenticator(accounts, settings.token_cache_seconds),
+                    BatchClaims(service))
 
 
 def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock) -> Flask:
@@ -75,6 +80,15 @@ def _service_endpoints(app: Flask) -> None:
 
     spec = openapi.document()
 
+    if app.extensions["keystore"].settings.bench_noop:
+        @app.post("/bench/noop")
+        def bench_noop():
+            try:
+                body = canonical.parse_json_object(request.get_data(cache=False))
+            except ValueError as exc:
+                raise errors.InvalidRequest(str(exc)) from None
+            return respond({"ok": True, "fields": len(body)})
+
     @app.get("/openapi.json")
     def openapi_json():
         return respond(spec)
@@ -83,7 +97,7 @@ def _service_endpoints(app: Flask) -> None:
 def _error_handlers(app: Flask) -> None:
     @app.errorhandler(errors.KeystoreError)
     def _keystore_error(exc: errors.KeystoreError):
-        return error_response(exc)
+        return error_response(exc, app.extensions["keystore"].service.open_review)
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):

@@ -84,8 +84,10 @@ class Database:
             conn = self.engine.raw_connection()
         except self._pool_timeout as exc:
             raise Unavailable("no database connection is free; try again") from exc
-        except Exception as exc:
-            if isinstance(getattr(exc, "orig", None), self._failures):
+        except Exception as exc:  # the pool may wrap the driver's error, or not
+            if isinstance(exc, self._failures) or isinstance(getattr(exc, "orig", None),
+                                                              self._failures):
+                log.warning("cannot connect to the database: %s", _reason(exc))
                 raise Unavailable() from exc
             raise
         cur = conn.cursor()

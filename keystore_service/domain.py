@@ -56,6 +56,10 @@ class Record:
     checkpoint_resource_id: Optional[str]
     checkpoint_at: Optional[Micros]
     result: Optional[str]  # canonical JSON of the stored result, once finished
+    version_kind: Optional[str] = None  # "int" or "time" (one kind per record)
+    version: Optional[int] = None  # an integer, or a UTC instant in nanoseconds
+    review_id: Optional[int] = None  # the oldest open review of this record, if any
+    result_resource_id: Optional[str] = None
 
 
 def lease_live(r: Record, now: Micros) -> bool:
@@ -93,6 +97,7 @@ class Outcome(StrEnum):
     IN_PROGRESS = "in_progress"
     NEEDS_RECONCILIATION = "needs_reconciliation"
     FINGERPRINT_MISMATCH = "fingerprint_mismatch"
+    VERSION_KIND_CONFLICT = "version_kind_conflict"  # answered 400 invalid_request
 
 
 class Action(StrEnum):
@@ -103,7 +108,7 @@ class Action(StrEnum):
     NEXT_ATTEMPT = "next_attempt"  # released or stale under `retry`: attempt + 1
     COUNT_REPEAT = "count_repeat"  # duplicate_count + 1, last_seen_at = now
     MARK_NEEDS_RECONCILIATION = "mark_needs_reconciliation"  # + count the repeat
-    NOTHING = "nothing"  # a refused mismatch leaves the record untouched
+    NOTHING = "nothing"  # a refused claim leaves the record untouched
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +121,27 @@ class ClaimDecision:
 @dataclass(frozen=True, slots=True)
 class ClaimRequest:
     fingerprint: Optional[str]
+    version_kind: Optional[str] = None
+    version: Optional[int] = None
+
+
+def versions_compare(r: Record, q: ClaimRequest) -> Optional[int]:
+    """-1, 0 or 1 for a claim's version older, equal or newer than the record's; None when
+    either side has none (versions then play no part)."""
+    if r.version is None or q.version is None:
+        return None
+    return (q.version > r.version) - (q.version < r.version)
+
+
+# Upsert-if-newer, for a finished record when both sides carry a version of one kind.
+VERSION_TABLE: tuple[tuple[str, Callable[[Record, ClaimRequest], bool], Outcome, Action], ...] = (
+    ("newer version", lambda r, q: versions_compare(r, q) == 1,
+     Outcome.ACQUIRED, Action.NEW_INCARNATION),
+    ("equal version, different fingerprint",
+     lambda r, q: versions_compare(r, q) == 0 and fingerprints_differ(r.fingerprint, q.fingerprint),
+     Outcome.FINGERPRINT_MISMATCH, Action.NOTHING),
+    ("equal or older version", lambda r, q: True, Outcome.REPLAY, Action.COUNT_REPEAT),
+)
 
 
 _Rule = Callable[[Record, ClaimRequest, Micros], bool]
@@ -147,6 +173,12 @@ def decide_claim(r: Optional[Record], q: ClaimRequest, now: Micros) -> ClaimDeci
         return ClaimDecision(Outcome.ACQUIRED, Action.INSERT, "no record")
     if expired(r, now):
         return ClaimDecision(Outcome.ACQUIRED, Action.NEW_INCARNATION, "expired")
+    if q.version_kind and r.version_kind and q.version_kind != r.version_kind:
+        return ClaimDecision(Outcome.VERSION_KIND_CONFLICT, Action.NOTHING, "other version kind")
+    if r.state in FINISHED and versions_compare(r, q) is not None:
+        for name, applies_v, outcome, action in VERSION_TABLE:
+            if applies_v(r, q):
+                return ClaimDecision(outcome, action, name)
     for name, applies, outcome, action in CLAIM_TABLE:
         if applies(r, q, now):
             return ClaimDecision(outcome, action, name)

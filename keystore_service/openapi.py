@@ -58,6 +58,16 @@ def _claim() -> dict:
             **_errors("400", "401", "413", "429", "503")}}}
 
 
+def _batch() -> dict:
+    return {"post": {
+        "summary": "Claim up to 1,000 keys of one scope in one transaction (polling overlap)",
+        "requestBody": {"required": True, "content": {"application/json": {
+            "schema": {"$ref": REF.format(model="BatchClaimRequest")}}}},
+        "responses": {"200": _json(schemas.BatchClaimResponse,
+                                   "one result per item, in request order"),
+                      **_errors("400", "401", "413", "429", "503")}}}
+
+
 def _lookup() -> dict:
     params = [{"name": "scope", "in": "query", "required": True, "schema": {"type": "string"}},
               {"name": "key", "in": "query", "required": True, "schema": {"type": "string"}},
@@ -76,13 +86,15 @@ def _plain(summary: str) -> dict:
 
 
 def document() -> dict:
-    models = [schemas.ClaimRequest, schemas.CompleteRequest, schemas.ReleaseRequest,
+    models = [schemas.ClaimRequest, schemas.BatchClaimRequest, schemas.BatchClaimResponse,
+              schemas.CompleteRequest, schemas.ReleaseRequest,
               schemas.ExtendRequest, schemas.ExpireRequest, schemas.ClaimResponse,
               schemas.RecordResponse, schemas.ErrorResponse, schemas.Health]
     _, defs = models_json_schema([(m, "validation" if m.__name__.endswith("Request")
                                    else "serialization") for m in models], ref_template=REF)
     paths = {
         "/v1/claim": _claim(),
+        "/v1/claim/batch": _batch(),
         "/v1/complete": _record_call(schemas.CompleteRequest, "Complete the attempt",
                                      ("409", "lease_lost or already_completed")),
         "/v1/release": _record_call(schemas.ReleaseRequest, "Give the attempt back",

@@ -16,6 +16,7 @@ from pydantic import (
     model_validator,
 )
 
+from . import versions
 from .settings import MAX_LEASE_SECONDS, MAX_TTL_SECONDS
 
 _CONTROL_OR_SURROGATE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # Unicode Cc and Cs
@@ -44,6 +45,14 @@ Text128 = Annotated[str, StringConstraints(min_length=1, max_length=128),
                     AfterValidator(_no_control)]
 Text256 = Annotated[str, StringConstraints(min_length=1, max_length=256),
                     AfterValidator(_no_control)]
+def _version(value: int | str) -> int | str:
+    versions.parse(value)  # ValueError with the reason
+    return value
+
+
+Version = Annotated[int | str, AfterValidator(_version),
+                    Field(description="An integer 0..2^63-1, or an RFC 3339 timestamp with Z "
+                                      "or an offset (compared as a UTC instant).")]
 TtlSeconds = Annotated[int, Field(ge=1, le=MAX_TTL_SECONDS)]
 LeaseSeconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS)]
 
@@ -57,19 +66,37 @@ class RecordRef(_Body):
     key: Key
 
 
-class ClaimRequest(RecordRef):
+class _FingerprintSource(_Body):
     payload: Any = Field(None, description="Any I-JSON value; hashed (RFC 8785, SHA-256), "
                                            "never stored.")
     fingerprint: Optional[Fingerprint] = None
+    version: Optional[Version] = None
+
+    @model_validator(mode="after")
+    def _one_fingerprint_source(self):
+        if self.payload is not None and self.fingerprint is not None:
+            raise ValueError("send either payload or fingerprint, not both")
+        return self
+
+
+class ClaimRequest(_FingerprintSource):
+    scope: Scope
+    key: Key
     ttl_seconds: Optional[TtlSeconds] = Field(None, description="Default from config (72 h).")
     lease_seconds: Optional[LeaseSeconds] = Field(None, description="Default 300.")
     on_stale: Literal["reconcile", "retry"] = "reconcile"
 
-    @model_validator(mode="after")
-    def _one_fingerprint_source(self) -> ClaimRequest:
-        if self.payload is not None and self.fingerprint is not None:
-            raise ValueError("send either payload or fingerprint, not both")
-        return self
+
+class BatchItem(_FingerprintSource):
+    key: Key
+
+
+class BatchClaimRequest(_Body):
+    scope: Scope
+    items: Annotated[list[BatchItem], Field(min_length=1, max_length=1000)]
+    ttl_seconds: Optional[TtlSeconds] = None
+    lease_seconds: Optional[LeaseSeconds] = None
+    on_stale: Literal["reconcile", "retry"] = "reconcile"
 
 
 class ResultIn(_Body):
@@ -162,6 +189,19 @@ class ClaimResponse(_Out):
     lease_token: Optional[str] = None
     attempt: Optional[int] = None
     error: Optional[ErrorDetail] = None
+
+
+class BatchItemResult(_Out):
+    outcome: Optional[Literal["acquired", "replay", "in_progress", "needs_reconciliation",
+                              "fingerprint_mismatch"]] = None
+    record: Optional[RecordOut] = None
+    lease_token: Optional[str] = None
+    attempt: Optional[int] = None
+    error: Optional[ErrorDetail] = None
+
+
+class BatchClaimResponse(_Out):
+    results: list[BatchItemResult]
 
 
 class RecordResponse(_Out):

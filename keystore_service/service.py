@@ -9,12 +9,13 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Optional
 
 from . import domain, errors
 from .accounts import hash_token
 from .domain import Action, Micros, Outcome, Record, State, Verdict
+from .reviews import Review, ReviewStore
 from .store import INCREMENT, RecordStore, new_record_values
 
 Clock = Callable[[], Micros]
@@ -39,6 +40,8 @@ class Claim:
     ttl_seconds: int
     lease_seconds: int
     on_stale: str
+    version_kind: Optional[str] = None
+    version: Optional[int] = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,10 +57,20 @@ _VERDICT_ERRORS = {
 }
 
 
+class Events:
+    """What the service reports as it goes (metrics subscribe); the default ignores it."""
+
+    def lease_expired(self, scope: str) -> None:
+        pass
+
+
 class KeyStoreService:
-    def __init__(self, records: RecordStore, clock: Clock = system_clock):
+    def __init__(self, records: RecordStore, reviews: ReviewStore, clock: Clock = system_clock,
+                 events: Optional[Events] = None):
         self.records = records
+        self.reviews = reviews
         self.clock = clock
+        self.events = events or Events()
 
     # --- claim -------------------------------------------------------------------------
 
@@ -66,38 +79,70 @@ class KeyStoreService:
         token, token_hash = new_lease_token()
         values = new_record_values(
             tenant_id, c.scope, c.key, c.fingerprint, token_hash, now,
-            now + c.lease_seconds * domain.SECOND, now + c.ttl_seconds * domain.SECOND, c.on_stale)
-        query = domain.ClaimRequest(c.fingerprint)
+            now + c.lease_seconds * domain.SECOND, now + c.ttl_seconds * domain.SECOND,
+            c.on_stale, c.version_kind, c.version)
+        query = domain.ClaimRequest(c.fingerprint, c.version_kind, c.version)
         for _ in range(ROUNDS):
             row = self.records.claim(values)  # insert-or-count: one statement
             if row is not None:
                 if row.lease_token_hash == token_hash:
                     return Claimed(Outcome.ACQUIRED, row, token)
                 return _answer(domain.decide_claim(row, query, now).outcome, row, now)
+            refused = new = None
             with self.records.transaction() as cur:
                 seen = self.records.get(tenant_id, c.scope, c.key, cur)
                 if seen is None:
                     continue  # purged in between: insert again
                 decision = domain.decide_claim(seen, query, now)
-                if decision.action is Action.NOTHING:
-                    raise _refusal(decision.outcome, seen, now)
-                changes, ended = _claim_changes(decision.action, seen, c, values, now)
-                new = self.records.compare_and_set(seen, changes, cur, ended)
+                if decision.action is Action.NOTHING:  # the review commits with the refusal
+                    refused = self.refuse(cur, decision.outcome, seen, c.fingerprint, now)
+                else:
+                    changes, ended = claim_changes(decision.action, seen, c.on_stale, values, now)
+                    new = self.records.compare_and_set(seen, changes, cur, ended)
+                    if new is not None:
+                        new = self.after_claim(cur, decision, seen, new, now)
+            if refused is not None:
+                raise refused
             if new is not None:
                 if decision.outcome is Outcome.ACQUIRED:
                     return Claimed(Outcome.ACQUIRED, new, token)
                 return _answer(decision.outcome, new, now)
         raise errors.Unavailable("too much contention on this key; try again")
 
+    def refuse(self, cur, outcome: Outcome, seen: Record, fingerprint: Optional[str],
+               now: Micros) -> errors.KeystoreError:
+        """A refused claim leaves the record untouched; a mismatch counts on its review."""
+        if outcome is Outcome.FINGERPRINT_MISMATCH:
+            review = self.reviews.open_or_count(cur, seen, "fingerprint_mismatch", now,
+                                                refused_fingerprint=fingerprint)
+            seen = replace(seen, review_id=seen.review_id or review.id)
+        return refusal(outcome, seen, now)
+
+    def after_claim(self, cur, decision: domain.ClaimDecision, seen: Record, new: Record,
+                    now: Micros) -> Record:
+        """The reviews a claim's write opens, counts on or supersedes (same transaction)."""
+        if decision.action is Action.NEW_INCARNATION:
+            if seen.review_id is not None:
+                self.reviews.close(cur, seen.id, "superseded", now)
+                new = replace(new, review_id=None)
+        elif new.state == State.NEEDS_RECONCILIATION.value:
+            review = self.reviews.open_or_count(cur, new, "stale_lease", now)
+            new = replace(new, review_id=new.review_id or review.id)
+        if seen.state == State.IN_PROGRESS.value and domain.lease_ran_out(seen, now):
+            self.events.lease_expired(seen.scope)
+        return new
+
     # --- the holder's calls ------------------------------------------------------------
 
     def complete(self, tenant_id: int, scope: str, key: str, lease_token: str, state: str,
-                 result: str) -> Record:
+                 result: str, resource_id: Optional[str] = None) -> Record:
         def decide(seen: Optional[Record], h: str, now: Micros):
             verdict = domain.decide_complete(seen, h, state, result, now)
-            return verdict, {"state": state, "result": result, "lease_expires_at": None}, \
+            return verdict, {"state": state, "result": result, "lease_expires_at": None,
+                             "result_resource_id": resource_id}, \
                 {"ending": state, "ended_at": now}
-        return self._holder_call(tenant_id, scope, key, lease_token, decide)
+        return self._holder_call(tenant_id, scope, key, lease_token, decide,
+                                 "completed_by_holder")
 
     def release(self, tenant_id: int, scope: str, key: str, lease_token: str,
                 reason: Optional[str]) -> Record:
@@ -105,7 +150,8 @@ class KeyStoreService:
             verdict = domain.decide_release(seen, h, now)
             return verdict, {"state": State.RELEASED.value, "lease_expires_at": None}, \
                 {"ending": "released", "ended_at": now, "reason": reason}
-        return self._holder_call(tenant_id, scope, key, lease_token, decide)
+        return self._holder_call(tenant_id, scope, key, lease_token, decide,
+                                 "released_by_holder")
 
     def extend(self, tenant_id: int, scope: str, key: str, lease_token: str, lease_seconds: int,
                checkpoint: Optional[str], resource_id: Optional[str]) -> Record:
@@ -120,10 +166,12 @@ class KeyStoreService:
             if checkpoint is not None or resource_id is not None:
                 changes["checkpoint_at"] = now
             return verdict, changes, None
-        return self._holder_call(tenant_id, scope, key, lease_token, decide)
+        return self._holder_call(tenant_id, scope, key, lease_token, decide,
+                                 "extended_by_holder")
 
     def _holder_call(self, tenant_id: int, scope: str, key: str, lease_token: str,
-                     decide) -> Record:
+                     decide, resolution: str) -> Record:
+        """The holder settles or revives its attempt; that closes a stale_lease review."""
         now, token_hash = self.clock(), hash_token(lease_token)
         for _ in range(ROUNDS):
             with self.records.transaction() as cur:
@@ -134,9 +182,19 @@ class KeyStoreService:
                 if verdict is not Verdict.APPLY:
                     raise _verdict_error(verdict, seen, now)
                 new = self.records.compare_and_set(seen, changes, cur, ended)
+                if new is not None and new.review_id is not None and \
+                        self.reviews.close(cur, new.id, resolution, now, kind="stale_lease"):
+                    new = self.records.get(tenant_id, scope, key, cur)  # its review pointer
             if new is not None:
                 return new
         raise errors.Unavailable("too much contention on this key; try again")
+
+    def open_review(self, record: Record) -> Optional[Review]:
+        """The record's oldest open review, or None (without a query when it has none)."""
+        if record.review_id is None:
+            return None
+        review = self.reviews.get(record.review_id)
+        return review if review is not None and review.state == "open" else None
 
     # --- reading and expiring ----------------------------------------------------------
 
@@ -172,22 +230,29 @@ class KeyStoreService:
         raise errors.Unavailable("too much contention on this key; try again")
 
 
-def _claim_changes(action: Action, seen: Record, c: Claim, values: dict, now: Micros):
+def claim_changes(action: Action, seen: Record, on_stale: str, values: dict, now: Micros):
+    """The compare-and-set changes (and the ended attempt, if any) of a claim decision.
+    `values` is the row the claim would have inserted (its new lease, window and version)."""
     lease = {"state": State.IN_PROGRESS.value, "lease_token_hash": values["lease_token_hash"],
              "lease_acquired_at": now, "lease_expires_at": values["lease_expires_at"],
-             "on_stale": c.on_stale, "last_seen_at": now}
+             "on_stale": on_stale, "last_seen_at": now}
     unfinished = seen.state in (State.IN_PROGRESS.value, State.NEEDS_RECONCILIATION.value)
-    if action is Action.NEW_INCARNATION:
+    if action is Action.NEW_INCARNATION:  # expired, or a newer version of a finished record
         fresh = {k: values[k] for k in ("fingerprint", "first_seen_at", "expires_at",
                                         "duplicate_count", "checkpoint_step",
-                                        "checkpoint_resource_id", "checkpoint_at", "result")}
+                                        "checkpoint_resource_id", "checkpoint_at", "result",
+                                        "version_kind", "version")}
         ended = {"ending": "taken_over", "ended_at": now, "reason": "expired"}
         return {**lease, **fresh, "attempt": 1, "incarnation": seen.incarnation + 1}, \
             (ended if unfinished else None)
     if action is Action.NEXT_ATTEMPT:
         ended = {"ending": "taken_over", "ended_at": now,
                  "reason": "lease ran out (on_stale retry)"}
-        return {**lease, "attempt": seen.attempt + 1}, (ended if unfinished else None)
+        version = {}
+        if values["version"] is not None and (seen.version is None
+                                              or values["version"] > seen.version):
+            version = {"version_kind": values["version_kind"], "version": values["version"]}
+        return {**lease, **version, "attempt": seen.attempt + 1}, (ended if unfinished else None)
     if action is Action.MARK_NEEDS_RECONCILIATION:
         return {"state": State.NEEDS_RECONCILIATION.value, "duplicate_count": INCREMENT,
                 "last_seen_at": now}, None
@@ -197,10 +262,15 @@ def _claim_changes(action: Action, seen: Record, c: Claim, values: dict, now: Mi
 def _answer(outcome: Outcome, record: Record, now: Micros) -> Claimed:
     if outcome is Outcome.REPLAY:
         return Claimed(Outcome.REPLAY, record)
-    raise _refusal(outcome, record, now)
+    raise refusal(outcome, record, now)
 
 
-def _refusal(outcome: Outcome, record: Record, now: Micros) -> errors.KeystoreError:
+def refusal(outcome: Outcome, record: Record, now: Micros) -> errors.KeystoreError:
+    """The error that answers a refused claim, carrying the record as it now is."""
+    if outcome is Outcome.VERSION_KIND_CONFLICT:
+        return errors.InvalidRequest(
+            "this record's versions are of the other kind (integer or timestamp)",
+            details={"field": "version", "stored_kind": record.version_kind}, record=record)
     if outcome is Outcome.IN_PROGRESS:
         seconds = domain.retry_after_seconds(record, now)
         return errors.InProgress(record=record, outcome=outcome.value,
@@ -213,6 +283,9 @@ def _refusal(outcome: Outcome, record: Record, now: Micros) -> errors.KeystoreEr
 
 def _verdict_error(verdict: Verdict, record: Optional[Record], now: Micros):
     if verdict is Verdict.IN_PROGRESS:
-        return _refusal(Outcome.IN_PROGRESS, record, now)
+        seconds = domain.retry_after_seconds(record, now)
+        return errors.InProgress("a live lease holds the record; resolve it first",
+                                 record=record, details={"retry_after_seconds": seconds},
+                                 headers={"Retry-After": str(seconds)})
     shown = record if verdict in (Verdict.LEASE_LOST, Verdict.ALREADY_COMPLETED) else None
     return _VERDICT_ERRORS[verdict](record=shown)

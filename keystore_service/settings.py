@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     token_cache_seconds: float = Field(5.0, ge=0, le=300)
     access_log: bool = False
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # Benchmarks only: POST /bench/noop parses a JSON body and answers, through the same app
+    # and server configuration, as the ceiling a claim is measured against (docs/benchmarks.md).
+    bench_noop: bool = False
 
     @field_validator("database_url")
     @classmethod

@@ -6,6 +6,7 @@ and each call only binds parameters (measured in docs/benchmarks.md).
 """
 from __future__ import annotations
 
+import json
 from typing import Any, Optional
 
 from sqlalchemy.engine import Dialect
@@ -32,3 +33,94 @@ class Sql:
 
     def all(self, cur: Any, params: Optional[dict] = None) -> list[tuple]:
         return self.run(cur, params).fetchall()
+
+
+COLUMNS = ("id, tenant_id, scope, key, state, fingerprint, attempt, incarnation, "
+            "lease_token_hash, lease_acquired_at, lease_expires_at, on_stale, first_seen_at, "
+            "last_seen_at, expires_at, duplicate_count, checkpoint_step, "
+            "checkpoint_resource_id, checkpoint_at, result, version_kind, version, review_id, "
+           "result_resource_id")
+_INSERTED = ("tenant_id, scope, key, state, fingerprint, attempt, incarnation, lease_token_hash, "
+             "lease_acquired_at, lease_expires_at, on_stale, first_seen_at, last_seen_at, "
+             "expires_at, duplicate_count, version_kind, version")
+
+# One statement per step whatever the batch size: the items travel as arrays (PostgreSQL)
+# or as one JSON text (SQLite), so the SQL text never changes and is never recompiled.
+_PG = {
+    "insert": f"""
+        INSERT INTO records ({_INSERTED})
+        SELECT %(tenant_id)s::int, %(scope)s::text, u.key, 'in_progress', u.fp, 1, 1, u.h,
+               %(now)s::bigint, %(lease_until)s::bigint, %(on_stale)s::text, %(now)s::bigint,
+               %(now)s::bigint, %(expires_at)s::bigint, 0, u.vk, u.v
+        FROM unnest(%(keys)s::text[], %(fps)s::text[], %(hashes)s::text[], %(kinds)s::text[],
+                    %(versions)s::bigint[]) WITH ORDINALITY AS u(key, fp, h, vk, v, n)
+        ORDER BY u.n
+        ON CONFLICT (tenant_id, scope, key) DO NOTHING
+        RETURNING {COLUMNS}""",
+    # Locked in key order, as the insert took its keys: concurrent batches cannot deadlock.
+    "losers": f"""
+        SELECT {COLUMNS} FROM records
+        WHERE tenant_id = %(tenant_id)s AND scope = %(scope)s AND key = ANY(%(keys)s::text[])
+        ORDER BY key FOR UPDATE""",
+    "counts": """
+        UPDATE records SET duplicate_count = records.duplicate_count + u.n,
+                           last_seen_at = %(now)s
+        FROM unnest(%(ids)s::bigint[], %(ns)s::bigint[]) AS u(id, n)
+        WHERE records.id = u.id""",
+}
+_SQLITE = {
+    "insert": f"""
+        INSERT INTO records ({_INSERTED})
+        SELECT :tenant_id, :scope, json_extract(value, '$[0]'), 'in_progress',
+               json_extract(value, '$[1]'), 1, 1, json_extract(value, '$[2]'), :now,
+               :lease_until, :on_stale, :now, :now, :expires_at, 0,
+               json_extract(value, '$[3]'), json_extract(value, '$[4]')
+        FROM json_each(:rows) WHERE true ORDER BY json_each.key
+        ON CONFLICT (tenant_id, scope, key) DO NOTHING
+        RETURNING {COLUMNS}""",
+    "losers": f"""
+        SELECT {COLUMNS} FROM records
+        WHERE tenant_id = :tenant_id AND scope = :scope
+          AND key IN (SELECT value FROM json_each(:keys))
+        ORDER BY key""",
+    "counts": """
+        UPDATE records SET duplicate_count = duplicate_count + j.n, last_seen_at = :now
+        FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS n
+              FROM json_each(:pairs)) AS j
+        WHERE records.id = j.id""",
+}
+
+
+class BatchSql:
+    """The batch claim's three statements: insert-or-nothing of every new key, one read of
+    the keys that were there already, and one update of every repeat's counter."""
+
+    def __init__(self, sqlite: bool):
+        self.sqlite = sqlite
+        self.text = _SQLITE if sqlite else _PG
+
+    def insert(self, cur: Any, shared: dict, rows: list[tuple]) -> list[tuple]:
+        """rows: (key, fingerprint, lease_token_hash, version_kind, version), keys in order."""
+        if self.sqlite:
+            params = {**shared, "rows": json.dumps(rows, ensure_ascii=False)}
+        else:
+            columns = list(zip(*rows, strict=True)) if rows else [[]] * 5
+            params = {**shared, **dict(zip(("keys", "fps", "hashes", "kinds", "versions"),
+                                           map(list, columns), strict=True))}
+        cur.execute(self.text["insert"], params)
+        return cur.fetchall()
+
+    def losers(self, cur: Any, tenant_id: int, scope: str, keys: list[str]) -> list[tuple]:
+        keys_param: Any = json.dumps(keys, ensure_ascii=False) if self.sqlite else keys
+        cur.execute(self.text["losers"], {"tenant_id": tenant_id, "scope": scope,
+                                          "keys": keys_param})
+        return cur.fetchall()
+
+    def add_counts(self, cur: Any, counts: dict[int, int], now: int) -> None:
+        if not counts:
+            return
+        if self.sqlite:
+            params = {"now": now, "pairs": json.dumps(list(counts.items()))}
+        else:
+            params = {"now": now, "ids": list(counts), "ns": list(counts.values())}
+        cur.execute(self.text["counts"], params)

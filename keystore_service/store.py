@@ -19,7 +19,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from . import domain
 from .db import Database
 from .domain import FINISHED, Micros, Record, State
-from .sql import Sql
+from .sql import COLUMNS, BatchSql, Sql
 from .tables import attempts, records
 
 R = records.c
@@ -29,15 +29,26 @@ GUARD = ("incarnation", "attempt", "state", "lease_token_hash", "lease_expires_a
 _INSERT_COLUMNS = [c.name for c in records.c if c.name != "id"]
 
 
-def counted_repeat_sql(row: Any, now: Any, fingerprint: Any):
-    """SQL for the claims the domain answers with Action.COUNT_REPEAT (tested to agree)."""
+def counted_repeat_sql(row: Any, claim: Any):
+    """SQL for the claims the domain answers with Action.COUNT_REPEAT (tested to agree).
+
+    `claim` is the proposed row (`excluded`): its last_seen_at is now, and it carries the
+    claim's fingerprint and version. Comparisons with NULL are never true, which is what
+    "either side has none" needs. Plain ORs, not IN: an IN list compiles to a parameter that
+    is expanded at execution time."""
+    now, fp, version = claim.last_seen_at, claim.fingerprint, claim.version
     live = and_(row.state == State.IN_PROGRESS.value, row.lease_expires_at > now)
     not_expired = or_(row.expires_at > now, live)
-    fp_ok = or_(row.fingerprint.is_(None), fingerprint.is_(None), row.fingerprint == fingerprint)
-    # Plain ORs, not IN: an IN list compiles to a parameter expanded at execution time.
-    repeat = or_(*(row.state == s for s in sorted(FINISHED | {State.NEEDS_RECONCILIATION.value})),
-                 live)
-    return and_(not_expired, fp_ok, repeat)
+    same_kind = or_(claim.version_kind.is_(None), row.version_kind.is_(None),
+                    row.version_kind == claim.version_kind)
+    fp_ok = or_(row.fingerprint.is_(None), fp.is_(None), row.fingerprint == fp)
+    finished = or_(*(row.state == s for s in sorted(FINISHED)))
+    unversioned = or_(version.is_(None), row.version.is_(None))
+    replay = and_(finished, or_(and_(fp_ok, or_(unversioned, version == row.version)),
+                                version < row.version))
+    # needs_reconciliation repeats are left to the slow path: they also count on the review
+    waiting = and_(fp_ok, live)
+    return and_(not_expired, same_kind, or_(replay, waiting))
 
 
 class RecordStore:
@@ -46,12 +57,13 @@ class RecordStore:
         dialect = db.engine.dialect
         ins = (sqlite if db.sqlite else postgresql).insert(records).values(
             {name: bindparam(name) for name in _INSERT_COLUMNS})
-        now, fp = ins.excluded.last_seen_at, ins.excluded.fingerprint
         self._claim = Sql(ins.on_conflict_do_update(
             index_elements=[R.tenant_id, R.scope, R.key],
-            set_={"duplicate_count": R.duplicate_count + 1, "last_seen_at": now},
-            where=counted_repeat_sql(R, now, fp),
+            set_={"duplicate_count": R.duplicate_count + 1,
+                  "last_seen_at": ins.excluded.last_seen_at},
+            where=counted_repeat_sql(R, ins.excluded),
         ).returning(*records.c), dialect)
+        self.batch = BatchSql(db.sqlite)
         self._get = Sql(select(records).where(
             R.tenant_id == bindparam("tenant_id"), R.scope == bindparam("scope"),
             R.key == bindparam("key")), dialect)
@@ -131,7 +143,8 @@ class RecordStore:
 
 def new_record_values(tenant_id: int, scope: str, key: str, fingerprint: Optional[str],
                       token_hash: str, now: Micros, lease_until: Micros, expires_at: Micros,
-                      on_stale: str) -> dict:
+                      on_stale: str, version_kind: Optional[str] = None,
+                      version: Optional[int] = None) -> dict:
     """The row a first claim inserts: attempt 1 of incarnation 1, in progress."""
     return {"tenant_id": tenant_id, "scope": scope, "key": key,
             "state": State.IN_PROGRESS.value, "fingerprint": fingerprint, "attempt": 1,
@@ -139,7 +152,9 @@ def new_record_values(tenant_id: int, scope: str, key: str, fingerprint: Optiona
             "lease_expires_at": lease_until, "on_stale": on_stale, "first_seen_at": now,
             "last_seen_at": now, "expires_at": expires_at, "duplicate_count": 0,
             "checkpoint_step": None, "checkpoint_resource_id": None, "checkpoint_at": None,
-            "result": None}
+            "result": None, "version_kind": version_kind, "version": version, "review_id": None,
+            "result_resource_id": None}
 
 
 assert [c.name for c in records.c] == list(domain.Record.__slots__), "column order = Record"
+assert [c.name for c in records.c] == COLUMNS.split(", "), "batch statements' column order"

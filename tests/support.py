@@ -45,10 +45,19 @@ def keystore_cli(database_url: str, *args: str, check: bool = True) -> subproces
 
 
 def new_token(database_url: str, tenant: str, role: str = "client") -> str:
-    if keystore_cli(database_url, "tenant", "create", tenant, check=False).returncode not in (0, 1):
-        raise RuntimeError("tenant create failed")
-    return keystore_cli(database_url, "token", "create", "--tenant", tenant, "--role",
-                        role).stdout.strip()
+    """A token for `tenant` (created if missing), straight through the accounts module."""
+    from keystore_service.accounts import AccountError, Accounts
+    from keystore_service.db import Database, create
+    database = Database(create(database_url, pool_size=1))
+    try:
+        accounts = Accounts(database)
+        try:
+            accounts.create_tenant(tenant, T0)
+        except AccountError:
+            pass  # exists already
+        return accounts.create_token(tenant, role, None, T0)
+    finally:
+        database.engine.dispose()
 
 
 @dataclass

@@ -2,6 +2,8 @@
 through the service and a real database (SQLite and PostgreSQL), on a test clock."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from keystore_service import errors
@@ -46,7 +48,15 @@ def test_a_different_fingerprint_is_refused_and_changes_nothing(ks, tenant_id, c
     clock.advance(5)
     err = refused(ks, tenant_id, errors.FingerprintMismatch, fp="fp2")
     assert err.outcome == "fingerprint_mismatch" and err.record.fingerprint == "fp1"
-    assert ks.service.lookup(tenant_id, "invoice", "k") == before  # untouched, not counted
+    after = ks.service.lookup(tenant_id, "invoice", "k")
+    # untouched and not counted; it only points at the review the refusal opened
+    assert replace(after, review_id=None) == before and after.review_id is not None
+    refused(ks, tenant_id, errors.FingerprintMismatch, fp="fp3")
+    review = ks.service.open_review(after)
+    assert (review.kind, review.count, review.refused) == ("fingerprint_mismatch", 2,
+                                                           ["fp3", "fp2"])
+    assert review.original_fingerprint == "fp1"
+    assert replace(ks.service.lookup(tenant_id, "invoice", "k"), review_id=None) == before
 
 
 def test_released_is_acquired_again_with_attempt_plus_one(ks, tenant_id, clock):

@@ -1,0 +1,80 @@
+"""Imports point down only: app, cli -> api -> service -> (domain, store) -> tables.
+`domain` and `errors` import nothing but the standard library."""
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "keystore_service"
+
+# module -> the project modules it may import (its own layer and below)
+ALLOWED = {
+    "domain": set(),
+    "errors": set(),
+    "canonical": set(),
+    "settings": set(),
+    "tables": set(),
+    "sql": set(),
+    "db": {"errors"},
+    "store": {"domain", "db", "sql", "tables"},
+    "accounts": {"db", "sql", "tables"},
+    "auth": {"errors", "accounts"},
+    "service": {"domain", "errors", "store", "accounts", "reviews"},
+    "reviews": {"db", "domain", "sql", "tables"},
+    "schemas": {"settings", "versions"},
+    "versions": set(),
+    "batch": {"domain", "errors", "service", "store"},
+    "render": {"errors", "domain", "versions", "reviews"},
+    "openapi": {"schemas"},
+    "api": {"canonical", "errors", "schemas", "auth", "batch", "domain", "render", "service",
+            "versions"},
+    "migrate": {"db"},
+    "server": {"settings", "app"},
+    "app": {"canonical", "db", "errors", "openapi", "accounts", "auth", "batch", "render",
+            "service", "settings", "store", "api", "reviews"},
+    "cli": {"migrate", "accounts", "db", "server", "service", "settings"},
+}
+
+
+def project_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.level >= 1:
+            if node.module:
+                found.add(node.module.split(".")[0])
+            else:
+                found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "keystore_service"):
+            parts = node.module.split(".")
+            found.add(parts[1] if len(parts) > 1 else node.names[0].name)
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("keystore_service."):
+                    found.add(alias.name.split(".")[1])
+    return found
+
+
+def test_every_module_is_in_the_layer_map():
+    modules = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    assert modules == set(ALLOWED), "add new modules to ALLOWED with their layer"
+
+
+def test_imports_point_down_only():
+    for name, allowed in ALLOWED.items():
+        extra = project_imports(PACKAGE / f"{name}.py") - allowed
+        assert not extra, f"{name} imports {extra}"
+
+
+def test_the_domain_and_errors_use_only_the_standard_library():
+    for name in ("domain", "errors"):
+        tree = ast.parse((PACKAGE / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                roots = {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                roots = {node.module.split(".")[0]}
+            else:
+                continue
+            assert roots <= set(sys.stdlib_module_names), f"{name} imports {roots}"

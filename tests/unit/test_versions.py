@@ -1,0 +1,78 @@
+"""Versions: integers, and RFC 3339 timestamps compared as UTC instants."""
+from __future__ import annotations
+
+import pytest
+
+from keystore_service import domain, versions
+from tests.unit.test_domain import rec
+
+
+@pytest.mark.parametrize("a,b", [
+    ("2026-11-30T10:00:00Z", "2026-11-30T11:00:00+01:00"),
+    ("2026-11-30T10:00:00Z", "2026-11-30T05:30:00-04:30"),
+    ("2026-11-30T10:00:00.5Z", "2026-11-30T10:00:00.500000000z"),
+    ("2026-12-01T00:30:00+01:00", "2026-11-30t23:30:00Z"),
+])
+def test_timestamps_are_compared_as_instants(a, b):
+    assert versions.parse(a) == versions.parse(b)
+
+
+def test_order_of_timestamps_and_nanoseconds():
+    assert versions.parse("2026-11-30T10:00:00.000000001Z")[1] \
+        > versions.parse("2026-11-30T10:00:00Z")[1]
+    assert versions.parse("2026-11-30T10:00:00+00:01")[1] \
+        < versions.parse("2026-11-30T10:00:00Z")[1]
+
+
+def test_shown_as_utc():
+    assert versions.show(*versions.parse("2026-11-30T11:00:00.25+01:00")) == \
+        "2026-11-30T10:00:00.25Z"
+    assert versions.show(*versions.parse(7)) == 7
+    assert versions.show(None, None) is None
+
+
+@pytest.mark.parametrize("bad", [-1, 2**63, True, "", "2026-11-30", "2026-11-30T10:00:00",
+                                 "2026-13-01T00:00:00Z", "2026-11-30T10:00:00+24:00",
+                                 "2026-11-30T25:00:00Z", "2026-11-30 10:00:00Z",
+                                 "2300-01-01T00:00:00Z", "7"])
+def test_invalid_versions(bad):
+    with pytest.raises(ValueError):
+        versions.parse(bad)
+
+
+def vclaim(r, fp="fp1", version=None, kind="int"):
+    q = domain.ClaimRequest(fp, kind if version is not None else None, version)
+    return domain.decide_claim(r, q, r.first_seen_at + 1)
+
+
+@pytest.mark.parametrize("state", ["succeeded", "failed"])
+def test_the_version_table_for_a_finished_record(state):
+    r = rec(state=state, lease_expires_at=None, result="{}", version_kind="int", version=5)
+    assert vclaim(r, version=6).action is domain.Action.NEW_INCARNATION
+    assert vclaim(r, version=6, fp="other").outcome is domain.Outcome.ACQUIRED
+    assert vclaim(r, version=5).outcome is domain.Outcome.REPLAY
+    assert vclaim(r, version=5, fp="other").outcome is domain.Outcome.FINGERPRINT_MISMATCH
+    assert vclaim(r, version=4).outcome is domain.Outcome.REPLAY
+    assert vclaim(r, version=4, fp="other").outcome is domain.Outcome.REPLAY
+    assert vclaim(r, version=None).outcome is domain.Outcome.REPLAY
+
+
+def test_versions_play_no_part_unless_the_record_is_finished():
+    r = rec(version_kind="int", version=5)  # in progress, lease live
+    assert vclaim(r, version=9).outcome is domain.Outcome.IN_PROGRESS
+    released = rec(state="released", lease_expires_at=None, version_kind="int", version=5)
+    assert vclaim(released, version=1).action is domain.Action.NEXT_ATTEMPT
+
+
+def test_an_unversioned_finished_record_replays_a_versioned_claim():
+    r = rec(state="succeeded", lease_expires_at=None, result="{}")
+    assert vclaim(r, version=9).outcome is domain.Outcome.REPLAY
+
+
+def test_the_other_kind_is_refused_in_every_state_but_expired():
+    for state in ("in_progress", "succeeded", "released", "needs_reconciliation"):
+        r = rec(state=state, version_kind="time", version=5, result="{}")
+        assert vclaim(r, version=5).outcome is domain.Outcome.VERSION_KIND_CONFLICT
+    r = rec(state="succeeded", version_kind="time", version=5, result="{}")
+    q = domain.ClaimRequest("fp1", "int", 5)
+    assert domain.decide_claim(r, q, r.expires_at).action is domain.Action.NEW_INCARNATION
