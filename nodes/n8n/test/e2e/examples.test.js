@@ -19,22 +19,10 @@ function example(name) {
 	return JSON.parse(fs.readFileSync(path.join(PACKAGE_DIR, 'examples', name), 'utf8'));
 }
 
-/**
- * The invoice example pointed at the sink, optionally as a copy on its own webhook path with
- * sink options in the URL (a slow invoice API, or one that fails twice after writing).
- */
-function invoiceWorkflow(sink, variant = '', query = '') {
-	const workflow = example('webhook-to-invoice.json');
-	const text = JSON.stringify(workflow).replaceAll('https://billing.example.com/invoices', `${sink.url}/invoices${query}`);
-	const copy = JSON.parse(text);
-	if (variant) {
-		copy.id = `ksE2eInvoice${variant}`;
-		copy.name = `${copy.name} (${variant})`;
-		const hook = copy.nodes.find((node) => node.type === 'n8n-nodes-base.webhook');
-		hook.parameters.path = `invoice-events-${variant.toLowerCase()}`;
-		hook.webhookId = crypto.randomUUID();
-	}
-	return copy;
+/** The invoice example as shipped, pointed at the sink. */
+function invoiceWorkflow(sink) {
+	const text = JSON.stringify(example('webhook-to-invoice.json'));
+	return JSON.parse(text.replaceAll('https://billing.example.com', sink.url));
 }
 
 function pollingWorkflow(sink) {
@@ -54,13 +42,14 @@ test.before(async () => {
 	[ks, sink] = await Promise.all([KeyStore.start(), new Sink().start()]);
 	hasBatch = await ks.hasBatch();
 	n8n = await N8n.create();
-	const workflows = [invoiceWorkflow(sink), invoiceWorkflow(sink, 'Slow', '?delay_ms=800'), invoiceWorkflow(sink, 'Flaky', '?fail_first=2')];
-	if (hasBatch) workflows.push(pollingWorkflow(sink));
+	const invoice = invoiceWorkflow(sink);
+	const workflows = hasBatch ? [invoice, pollingWorkflow(sink)] : [invoice];
 	await n8n.import([{ ...CREDENTIAL, data: { url: ks.url, token: ks.clientToken } }], workflows);
-	for (const workflow of workflows.slice(0, 3)) await n8n.publish(workflow.id);
+	await n8n.publish(invoice.id);
 });
 
 test.after(async () => {
+	if (n8n) console.log(`n8n timings (s): ${n8n.timings.map(([what, s]) => `${what} ${s}`).join(', ')}`);
 	n8n?.stop();
 	ks?.stop();
 	await sink?.stop();
@@ -74,8 +63,8 @@ async function ensureStarted() {
 	}
 }
 
-async function deliver(pathSuffix, body) {
-	const response = await fetch(`${n8n.url}/webhook/invoice-events${pathSuffix}`, {
+async function deliver(body) {
+	const response = await fetch(`${n8n.url}/webhook/invoice-events`, {
 		method: 'POST',
 		headers: { 'Content-Type': 'application/json' },
 		body: JSON.stringify(body),
@@ -118,19 +107,15 @@ test('polling: Claim Batch with versions syncs each order version once across ov
 		sink.upserts.map((upsert) => `${upsert.id}@${upsert.updated_at}`),
 		[`o-1@${v1}`, `o-2@${v1}`, `o-2@${v2}`, `o-3@${v2}`],
 	);
-	// a third run with nothing new syncs nothing
-	const third = await n8n.execute(id);
-	assert.equal(nodeOutputs(third, 'Claim Batch')[1].length, 3);
-	assert.equal(sink.upserts.length, 4);
 });
 
 test('the same event twice: one invoice; the second run leaves on Already Done with the first id', async () => {
 	await ensureStarted();
 	const event = { event_id: 'evt-twice', customer_id: 'c-1', amount: 1250, currency: 'EUR' };
-	const first = await deliver('', event);
+	const first = await deliver(event);
 	assert.equal(first.status, 201, JSON.stringify(first.body));
 	assert.equal(first.body.status, 'created');
-	const second = await deliver('', event);
+	const second = await deliver(event);
 	assert.deepEqual([second.status, second.body.status, second.replayed], [200, 'already_done', 'true']);
 	assert.equal(second.body.invoice_id, first.body.invoice_id);
 	assert.deepEqual(second.body.invoice, first.body.invoice, 'the stored result is the first invoice');
@@ -140,8 +125,8 @@ test('the same event twice: one invoice; the second run leaves on Already Done w
 test('the same event with a changed amount: Needs Attention (fingerprint_mismatch), no second invoice', async () => {
 	await ensureStarted();
 	const event = { event_id: 'evt-changed', customer_id: 'c-2', amount: 500, currency: 'EUR' };
-	assert.equal((await deliver('', event)).status, 201);
-	const changed = await deliver('', { ...event, amount: 5000 });
+	assert.equal((await deliver(event)).status, 201);
+	const changed = await deliver({ ...event, amount: 5000 });
 	assert.deepEqual([changed.status, changed.body.status, changed.body.reason], [409, 'needs_attention', 'fingerprint_mismatch']);
 	assert.equal(invoicesFor('evt-changed').length, 1);
 	assert.equal(invoicesFor('evt-changed')[0].amount, 500, 'the original stays as it was');
@@ -149,12 +134,13 @@ test('the same event with a changed amount: Needs Attention (fingerprint_mismatc
 
 test('the same webhook POSTed 5 times at once: one invoice', async (t) => {
 	await ensureStarted();
-	const event = { event_id: 'evt-burst', customer_id: 'c-3', amount: 75, currency: 'EUR' };
-	const answers = await Promise.all(Array.from({ length: 5 }, () => deliver('-slow', event)));
-	assert.equal(invoicesFor('evt-burst').length, 1);
+	const event = { event_id: 'slow-burst', customer_id: 'c-3', amount: 75, currency: 'EUR' };
+	const answers = await Promise.all(Array.from({ length: 5 }, () => deliver(event)));
+	assert.equal(invoicesFor('slow-burst').length, 1);
 	const created = answers.filter((answer) => answer.status === 201);
 	assert.equal(created.length, 1, JSON.stringify(answers));
 	const invoiceId = created[0].body.invoice_id;
+	assert.equal(invoiceId, invoicesFor('slow-burst')[0].id);
 	for (const answer of answers.filter((a) => a.status !== 201)) {
 		// normally every duplicate waits for the first and gets its invoice; on a machine so slow
 		// that the first takes over the Guard's 10 s wait, a duplicate goes to Needs Attention.
@@ -168,14 +154,14 @@ test('the same webhook POSTed 5 times at once: one invoice', async (t) => {
 
 test('a side effect with Retry On Fail that fails twice, then succeeds: one invoice', async () => {
 	await ensureStarted();
-	const event = { event_id: 'evt-flaky', customer_id: 'c-4', amount: 990, currency: 'EUR' };
-	const first = await deliver('-flaky', event);
+	const event = { event_id: 'flaky-retry', customer_id: 'c-4', amount: 990, currency: 'EUR' };
+	const first = await deliver(event);
 	assert.equal(first.status, 201, JSON.stringify(first.body));
-	assert.equal(sink.callsByKey.get('create_invoice:evt-flaky'), 3, 'two failures and one success');
-	assert.equal(invoicesFor('evt-flaky').length, 1);
-	const again = await deliver('-flaky', event);
+	assert.equal(sink.callsByKey.get('create_invoice:flaky-retry'), 3, 'two failures and one success');
+	assert.equal(invoicesFor('flaky-retry').length, 1);
+	const again = await deliver(event);
 	assert.deepEqual([again.body.status, again.body.invoice_id], ['already_done', first.body.invoice_id]);
-	assert.equal(sink.callsByKey.get('create_invoice:evt-flaky'), 3, 'the repeat never reached the invoice API');
+	assert.equal(sink.callsByKey.get('create_invoice:flaky-retry'), 3, 'the repeat never reached the invoice API');
 });
 
 

@@ -35,6 +35,11 @@ class N8n {
 		this.brokerPort = brokerPort;
 		this.url = `http://127.0.0.1:${port}`;
 		this.logPath = path.join(dir, 'n8n.log');
+		this.timings = []; // [what, seconds]: where an e2e run spends its time
+	}
+
+	timed(what, startedAt) {
+		this.timings.push([what, Math.round((Date.now() - startedAt) / 100) / 10]);
 	}
 
 	env() {
@@ -81,6 +86,7 @@ class N8n {
 
 	/** One n8n CLI command; resolves with its stdout (stderr goes to the log file). */
 	cli(...args) {
+		const startedAt = Date.now();
 		return new Promise((resolve, reject) => {
 			execFile(
 				n8nBin(),
@@ -88,6 +94,7 @@ class N8n {
 				{ env: this.env(), timeout: CLI_TIMEOUT_MS, maxBuffer: 64 * 1024 * 1024 },
 				(error, stdout, stderr) => {
 					fs.appendFileSync(this.logPath, `\n$ n8n ${args.join(' ')}\n${stdout.slice(0, 20000)}\n${stderr}`);
+					this.timed(`n8n ${args[0]}`, startedAt);
 					if (error) {
 						reject(new Error(`n8n ${args[0]} failed (${error.code ?? error.signal}): ${stderr.slice(-2000)}`));
 					} else {
@@ -125,6 +132,7 @@ class N8n {
 
 	/** `n8n start` on 127.0.0.1; resolves once the published workflows' webhooks are live. */
 	async start() {
+		const startedAt = Date.now();
 		const log = fs.openSync(this.logPath, 'a');
 		this.proc = spawn(n8nBin(), ['start'], { env: this.env(), stdio: ['ignore', log, log], detached: true });
 		this.proc.unref();
@@ -137,6 +145,7 @@ class N8n {
 			'n8n start',
 			240_000,
 		);
+		this.timed('n8n start', startedAt);
 	}
 
 	stop() {

@@ -3,14 +3,19 @@
  * The effect sink: a tiny invoice API and order source on loopback that counts what was
  * created, so a test can say "one invoice". Like a careful real API, POST /invoices honours an
  * `Idempotency-Key` header (the same key returns the same invoice).
- *   POST /invoices                   create an invoice (201); `delay_ms` in the query slows it
- *   POST /invoices?fail_first=N      create, but answer 500 to the first N calls per key, like
- *                                    an API whose response is lost after the invoice was made
+ *   POST /invoices                   create an invoice (201). The event id picks a behaviour, so
+ *                                    the shipped workflow runs unchanged:
+ *                                      slow-*   takes 800 ms (duplicates overlap the first)
+ *                                      flaky-*  creates, but answers 500 to the first 2 calls
+ *                                               per key: an API whose answer is lost
  *   GET  /invoices                   every invoice created, in order
  *   PUT  /orders, GET /orders        the polling source's current list of changed orders
  *   POST /crm/orders, GET /crm/orders  upserts received by the "CRM", in order
  */
 const http = require('node:http');
+
+const SLOW_MS = 800; // long enough for 5 simultaneous deliveries to overlap the first one
+const FLAKY_FAILURES = 2;
 
 function readJson(request) {
 	return new Promise((resolve, reject) => {
@@ -66,8 +71,8 @@ class Sink {
 		const route = `${request.method} ${url.pathname}`;
 		if (route === 'POST /invoices') {
 			const body = await readJson(request);
-			const delay = Number(url.searchParams.get('delay_ms') ?? 0);
-			if (delay > 0) await new Promise((resolve) => setTimeout(resolve, delay));
+			const eventId = String(body?.event_id ?? '');
+			if (eventId.startsWith('slow-')) await new Promise((resolve) => setTimeout(resolve, SLOW_MS));
 			const key = request.headers['idempotency-key'];
 			let invoice = key ? this.byKey.get(key) : undefined;
 			if (!invoice) {
@@ -77,7 +82,7 @@ class Sink {
 			}
 			const calls = (this.callsByKey.get(key) ?? 0) + 1;
 			this.callsByKey.set(key, calls);
-			if (calls <= Number(url.searchParams.get('fail_first') ?? 0)) {
+			if (eventId.startsWith('flaky-') && calls <= FLAKY_FAILURES) {
 				return send(500, { error: 'upstream timeout after the invoice was written' });
 			}
 			return send(201, invoice);

@@ -249,7 +249,7 @@ test('Claim Batch and Guard batch mode with versions (POST /v1/claim/batch)', as
 		[a.json.idempotency.outcome, b.json.idempotency.outcome, c.json.idempotency.outcome],
 		['replay', 'acquired', 'acquired'],
 	);
-	assert.equal(b.json.idempotency.record.version, '2026-03-01T11:00:00Z'.replace('Z', 'Z'));
+	assert.equal(b.json.idempotency.record.version, '2026-03-01T11:00:00Z');
 	const [newer, done, attention] = await run(IdempotencyGuard, { items: [...next, next[2]], params, credentials });
 	assert.deepEqual(done.map((item) => item.pairedItem.item), [0]);
 	assert.deepEqual(newer.length, 0, 'r2 and r3 are held by the Claim Batch above');
@@ -258,4 +258,10 @@ test('Claim Batch and Guard batch mode with versions (POST /v1/claim/batch)', as
 		[2, 'in_progress'],
 		[3, 'in_progress'],
 	]);
+	// a version of the other kind (a number for a timestamped record) is refused alone
+	const [, , refused] = await run(IdempotencyGuard, { items: [{ ...rows[0], updated_at: 7 }, rows[0]], params, credentials });
+	assert.deepEqual(
+		refused.map((item) => [item.pairedItem.item, item.json.idempotency.outcome, item.json.idempotency.reason]),
+		[[0, 'refused', 'invalid_request']],
+	);
 });
