@@ -50,7 +50,7 @@ test.before(async () => {
 
 test.after(async () => {
 	if (n8n) console.log(`n8n timings (s): ${n8n.timings.map(([what, s]) => `${what} ${s}`).join(', ')}`);
-	n8n?.stop();
+	await n8n?.stop();
 	ks?.stop();
 	await sink?.stop();
 });

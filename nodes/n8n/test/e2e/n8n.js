@@ -9,7 +9,7 @@ const { execFile, spawn, execFileSync } = require('node:child_process');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { freePort, waitFor } = require('../support/keystore');
+const { freePort, removeDir, waitFor } = require('../support/keystore');
 
 const PACKAGE_DIR = path.resolve(__dirname, '../..');
 const CLI_TIMEOUT_MS = 180_000; // one n8n CLI command boots n8n: ~5 s idle, far more on a busy CI
@@ -148,14 +148,18 @@ class N8n {
 		this.timed('n8n start', startedAt);
 	}
 
-	stop() {
+	/** Stops `n8n start` (waiting for it to exit) and removes the user folder. */
+	async stop() {
 		if (this.proc && this.proc.exitCode === null) {
+			const exited = new Promise((resolve) => this.proc.once('exit', resolve));
 			try {
 				process.kill(-this.proc.pid, 'SIGTERM');
 			} catch {
 				/* already gone */
 			}
+			await Promise.race([exited, new Promise((resolve) => setTimeout(resolve, 30_000))]);
 		}
+		removeDir(this.dir);
 	}
 
 	/** The last lines of n8n's log, for a failure message. */

@@ -106,6 +106,7 @@ class KeyStore {
 		return status !== 404 && status !== 405;
 	}
 
+	/** Stops the service and removes its temp dir (kept when KEEP_TEST_DIRS is set). */
 	stop() {
 		if (this.proc && this.proc.exitCode === null) {
 			try {
@@ -114,7 +115,12 @@ class KeyStore {
 				/* already gone */
 			}
 		}
+		removeDir(this.dir);
 	}
 }
 
-module.exports = { KeyStore, freePort, waitFor, REPO, KEYSTORE_BIN };
+function removeDir(dir) {
+	if (!process.env.KEEP_TEST_DIRS) fs.rmSync(dir, { recursive: true, force: true, maxRetries: 3 });
+}
+
+module.exports = { KeyStore, freePort, waitFor, removeDir, REPO, KEYSTORE_BIN };
