@@ -165,6 +165,22 @@ test('a side effect with Retry On Fail that fails twice, then succeeds: one invo
 });
 
 
+test('the invoice API is down: Release on the error branch, and the next delivery creates it (attempt 2)', async () => {
+	await ensureStarted();
+	const event = { event_id: 'down-outage', customer_id: 'c-5', amount: 120, currency: 'EUR' };
+	sink.outage = true;
+	const failed = await deliver(event);
+	assert.deepEqual([failed.status, failed.body.status], [503, 'failed'], JSON.stringify(failed.body));
+	const [, released] = await ks.api('GET', '/v1/keys?scope=create_invoice&key=down-outage');
+	assert.equal(released.record.state, 'released');
+	sink.outage = false;
+	const retried = await deliver(event);
+	assert.equal(retried.status, 201, JSON.stringify(retried.body));
+	const [, done] = await ks.api('GET', '/v1/keys?scope=create_invoice&key=down-outage');
+	assert.deepEqual([done.record.state, done.record.attempt], ['succeeded', 2]);
+	assert.equal(invoicesFor('down-outage').length, 1);
+});
+
 test("the credential's test in n8n: a good token passes; a bad token, a dead URL and another service fail", async () => {
 	await ensureStarted();
 	const headers = { 'Content-Type': 'application/json', 'browser-id': 'keystore-e2e' };
