@@ -43,12 +43,17 @@ class BatchClaims:
     def claim(self, tenant_id: int, scope: str, items: list[Item], ttl_seconds: int,
               lease_seconds: int, on_stale: str) -> list[ItemResult]:
         now = self.clock()
+        tokens = {item.key: new_lease_token() for item in items}  # one per key, kept across
+        return self.service.through_outages(lambda: self._claim(  # repeats of the batch
+            tenant_id, scope, items, ttl_seconds, lease_seconds, on_stale, now, tokens))
+
+    def _claim(self, tenant_id: int, scope: str, items: list[Item], ttl_seconds: int,
+               lease_seconds: int, on_stale: str, now: int, tokens: dict) -> list[ItemResult]:
         lease_until = now + lease_seconds * domain.SECOND
         expires_at = now + ttl_seconds * domain.SECOND
         firsts: dict[str, Item] = {}
         for item in items:
             firsts.setdefault(item.key, item)
-        tokens = {key: new_lease_token() for key in firsts}
         shared = {"tenant_id": tenant_id, "scope": scope, "now": now, "lease_until": lease_until,
                   "expires_at": expires_at, "on_stale": on_stale}
         rows = [(k, it.fingerprint, tokens[k][1], it.version_kind, it.version)
@@ -68,15 +73,19 @@ class BatchClaims:
                     results.append(ItemResult(Outcome.ACQUIRED, view[item.key],
                                               tokens[item.key][0]))
                     continue
-                results.append(self._one(cur, item, view, pending, shared, now))
+                results.append(self._one(cur, item, view, pending, shared, now, firsts,
+                                         tokens))
             batch.add_counts(cur, pending, now)
         return results
 
-    def _one(self, cur, item: Item, view: dict, pending: dict, shared: dict,
-             now: int) -> ItemResult:
+    def _one(self, cur, item: Item, view: dict, pending: dict, shared: dict, now: int,
+             firsts: dict, tokens: dict) -> ItemResult:
         seen = view.get(item.key)
         if seen is None:  # purged between the insert and the read: nothing is committed
             raise errors.Unavailable("a record changed under the batch; send it again")
+        if firsts.get(item.key) is item and seen.lease_token_hash == tokens[item.key][1]:
+            return ItemResult(Outcome.ACQUIRED, seen, tokens[item.key][0])  # our own write,
+            # found again after the batch was repeated through a database outage
         query = domain.ClaimRequest(item.fingerprint, item.version_kind, item.version)
         decision = domain.decide_claim(seen, query, now)
         if decision.action is Action.COUNT_REPEAT:

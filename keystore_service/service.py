@@ -10,7 +10,7 @@ import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Optional, TypeVar
 
 from . import domain, errors
 from .accounts import hash_token
@@ -19,6 +19,7 @@ from .reviews import Review, ReviewStore
 from .store import INCREMENT, RecordStore, new_record_values
 
 Clock = Callable[[], Micros]
+T = TypeVar("T")
 ROUNDS = 16  # lost compare-and-set races before giving up with 503; each needs a writer
 
 
@@ -66,11 +67,12 @@ class Events:
 
 class KeyStoreService:
     def __init__(self, records: RecordStore, reviews: ReviewStore, clock: Clock = system_clock,
-                 events: Optional[Events] = None):
+                 events: Optional[Events] = None, outage_seconds: float = 5.0):
         self.records = records
         self.reviews = reviews
         self.clock = clock
         self.events = events or Events()
+        self.outage_seconds = outage_seconds
 
     # --- claim -------------------------------------------------------------------------
 
@@ -82,6 +84,12 @@ class KeyStoreService:
             now + c.lease_seconds * domain.SECOND, now + c.ttl_seconds * domain.SECOND,
             c.on_stale, c.version_kind, c.version)
         query = domain.ClaimRequest(c.fingerprint, c.version_kind, c.version)
+        return self.through_outages(lambda: self._claim(tenant_id, c, values, query, token,
+                                                         now))
+
+    def _claim(self, tenant_id: int, c: Claim, values: dict, query: domain.ClaimRequest,
+               token: str, now: Micros) -> Claimed:
+        token_hash = values["lease_token_hash"]
         for _ in range(ROUNDS):
             row = self.records.claim(values)  # insert-or-count: one statement
             if row is not None:
@@ -93,6 +101,8 @@ class KeyStoreService:
                 seen = self.records.get(tenant_id, c.scope, c.key, cur)
                 if seen is None:
                     continue  # purged in between: insert again
+                if seen.lease_token_hash == token_hash:  # our own write, repeated after an
+                    return Claimed(Outcome.ACQUIRED, seen, token)  # answer lost in flight
                 decision = domain.decide_claim(seen, query, now)
                 if decision.action is Action.NOTHING:  # the review commits with the refusal
                     refused = self.refuse(cur, decision.outcome, seen, c.fingerprint, now)
@@ -108,6 +118,24 @@ class KeyStoreService:
                     return Claimed(Outcome.ACQUIRED, new, token)
                 return _answer(decision.outcome, new, now)
         raise errors.Unavailable("too much contention on this key; try again")
+
+    def through_outages(self, call: Callable[[], T]) -> T:
+        """Repeat `call` while the database is unavailable, for up to `outage_seconds`.
+
+        Safe because every call repeated here recognises its own earlier write: a claim by
+        its new lease token's hash, a complete or release as the same request again. So a
+        commit whose answer was lost when the database went away is found, not doubled, and
+        the client gets its answer instead of an unknown outcome."""
+        deadline = time.monotonic() + self.outage_seconds
+        pause = 0.05
+        while True:
+            try:
+                return call()
+            except errors.Unavailable:
+                if time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
 
     def refuse(self, cur, outcome: Outcome, seen: Record, fingerprint: Optional[str],
                now: Micros) -> errors.KeystoreError:
@@ -173,6 +201,11 @@ class KeyStoreService:
                      decide, resolution: str) -> Record:
         """The holder settles or revives its attempt; that closes a stale_lease review."""
         now, token_hash = self.clock(), hash_token(lease_token)
+        return self.through_outages(lambda: self._holder_rounds(
+            tenant_id, scope, key, token_hash, decide, resolution, now))
+
+    def _holder_rounds(self, tenant_id: int, scope: str, key: str, token_hash: str, decide,
+                       resolution: str, now: Micros) -> Record:
         for _ in range(ROUNDS):
             with self.records.transaction() as cur:
                 seen = self.records.get(tenant_id, scope, key, cur)

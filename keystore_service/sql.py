@@ -18,8 +18,11 @@ class Sql:
 
     __slots__ = ("text", "_defaults")
 
-    def __init__(self, stmt: ClauseElement, dialect: Dialect):
-        compiled = stmt.compile(dialect=dialect)
+    def __init__(self, stmt: ClauseElement, dialect: Dialect, *, bound: bool = False):
+        """`bound=True` for a statement built for one call with all its values in it: IN
+        lists are then expanded at compile time (operator queries, never the hot path)."""
+        compiled = stmt.compile(dialect=dialect,
+                                compile_kwargs={"render_postcompile": True} if bound else {})
         self.text = compiled.string
         # Literal values inside the statement (state names, + 1) become anonymous binds.
         self._defaults = {k: v for k, v in compiled.params.items() if v is not None}

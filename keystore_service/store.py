@@ -48,7 +48,10 @@ def counted_repeat_sql(row: Any, claim: Any):
                                 version < row.version))
     # needs_reconciliation repeats are left to the slow path: they also count on the review
     waiting = and_(fp_ok, live)
-    return and_(not_expired, same_kind, or_(replay, waiting))
+    # A claim repeated after its answer was lost finds its own lease: not a repeat to count
+    # (the slow path recognises it by the token's hash and answers acquired).
+    not_ours = row.lease_token_hash.is_distinct_from(claim.lease_token_hash)
+    return and_(not_expired, same_kind, not_ours, or_(replay, waiting))
 
 
 class RecordStore:

@@ -190,3 +190,11 @@ service_secrets = Table(
     Column("name", String(64), primary_key=True),
     Column("value", Text, nullable=False),
 )
+
+# Per-token request counts of the current window, when rate limits are on (one row a token).
+rate_limits = Table(
+    "rate_limits", metadata,
+    Column("token_id", Integer, primary_key=True),
+    Column("window_start", BigInteger, nullable=False),
+    Column("count", BigInteger, nullable=False),
+)

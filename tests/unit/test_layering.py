@@ -29,11 +29,17 @@ ALLOWED = {
     "openapi": {"schemas"},
     "api": {"canonical", "errors", "schemas", "auth", "batch", "domain", "render", "service",
             "versions"},
+    "server": {"settings", "app", "metrics"},
     "migrate": {"db"},
-    "server": {"settings", "app"},
     "app": {"canonical", "db", "errors", "openapi", "accounts", "auth", "batch", "render",
-            "service", "settings", "store", "api", "reviews"},
-    "cli": {"migrate", "accounts", "db", "server", "service", "settings"},
+            "service", "settings", "store", "api", "reviews", "metrics", "jobs", "operations",
+            "report", "ratelimit"},
+    "cli": {"migrate", "accounts", "db", "server", "service", "settings", "app"},
+    "operations": {"domain", "errors", "accounts", "reviews", "service", "sql", "tables"},
+    "jobs": {"domain", "service", "sql", "tables"},
+    "report": {"domain", "db", "sql", "tables"},
+    "metrics": {"db", "service", "sql", "tables"},
+    "ratelimit": {"errors", "db", "sql", "tables"},
 }
 
 
