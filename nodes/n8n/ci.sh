@@ -7,13 +7,11 @@
 #   KEYSTORE_CI_CACHE  cache folder for the n8n install (default: ~/.cache/keystore-ci)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/../.." && pwd)"
+# shellcheck source=../test-support/ci-prelude.sh
+source "$here/../test-support/ci-prelude.sh" # $repo, $started, step(), KEYSTORE_BIN, Node >= 20
 cd "$here"
-export KEYSTORE_BIN="${KEYSTORE_BIN:-$repo/.venv/bin/keystore}"
 export CI="${CI:-true}" # n8n-node's spinners print plain lines instead of redrawing
-started=$(date +%s)
-step() { printf '\n==> n8n node: %s (%ss)\n' "$*" "$(( $(date +%s) - started ))" >&2; }
-fail() { printf '\nn8n node: FAILED: %s\n' "$*" >&2; exit 1; }
+fail() { printf '\n%s/ci.sh: FAILED: %s\n' "$package" "$*" >&2; exit 1; }
 
 # Runs a command with its output in a log that is shown only when it fails.
 quiet() {
@@ -26,9 +24,6 @@ quiet() {
   fi
   rm -f "$log"
 }
-
-[ -x "$KEYSTORE_BIN" ] || fail "no key store CLI at $KEYSTORE_BIN (run scripts/test first, or set KEYSTORE_BIN)"
-[ "$(node -p 'process.versions.node.split(".")[0]')" -ge 20 ] || fail "Node 20 or newer is needed"
 
 step "npm ci (committed lockfile)"
 timeout 900 npm ci --no-audit --no-fund --loglevel=error || fail "npm ci"
@@ -58,4 +53,4 @@ export N8N_BIN
 step "end-to-end tests in n8n $("$N8N_BIN" --version)"
 timeout 1500 node --test --test-concurrency=1 --test-timeout=900000 test/e2e/ || fail "e2e tests"
 
-step "passed"
+echo "$package/ci.sh: passed in $(( $(date +%s) - started )) s" >&2
