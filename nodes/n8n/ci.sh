@@ -26,7 +26,8 @@ quiet() {
 }
 
 step "npm ci (committed lockfile)"
-timeout 900 npm ci --no-audit --no-fund --loglevel=error || fail "npm ci"
+# --prefer-offline: the lockfile pins every integrity, so a cached tarball needs no revalidation
+timeout 900 npm ci --prefer-offline --no-audit --no-fund --loglevel=error || fail "npm ci"
 
 step "lint (@n8n/node-cli: n8n's community node rules)"
 timeout 300 npx --no-install n8n-node lint || fail "lint"

@@ -18,7 +18,7 @@ if [ "$(cat "$dir/.installed" 2>/dev/null || true)" != "$stamp" ]; then
   cp "$spec/package.json" "$spec/package-lock.json" "$dir/"
   # n8n@2.8.4 depends on an xlsx tarball outside the npm registry; the lockfile pins the
   # registry's xlsx 0.18.5 instead (the "overrides" in package.json). sqlite3 compiles here.
-  (cd "$dir" && timeout 2700 npm ci --no-audit --no-fund --loglevel=error >&2)
+  (cd "$dir" && timeout 2700 npm ci --prefer-offline --no-audit --no-fund --loglevel=error >&2)
   "$dir/node_modules/.bin/n8n" --version >&2
   echo "$stamp" >"$dir/.installed"
 else
