@@ -190,12 +190,7 @@ def list_reviews():
 def resolve():
     require_operator(g.principal)
     body = _body(schemas.ResolveRequest)
-    result = None
-    if body.result is not None:
-        if body.action not in ("mark_succeeded", "mark_failed"):
-            raise errors.InvalidRequest("a result goes with mark_succeeded or mark_failed",
-                                        details={"field": "result"})
-        result = _result_json(body.result)
+    result = _result_json(body.result) if body.result is not None else None
     record, closed = current_app.extensions["keystore"].operations.resolve(
         g.principal, body.scope, body.key, body.action, body.review_id, result,
         body.result.resource_id if body.result else None)

@@ -159,9 +159,21 @@ class ExpireRequest(RecordRef):
 
 
 class ResolveRequest(RecordRef):
+    # A result belongs to mark_succeeded or mark_failed only (said here for /openapi.json).
+    model_config = ConfigDict(json_schema_extra={
+        "if": {"properties": {"action": {"enum": ["release", "dismiss"]}},
+               "required": ["action"]},
+        "then": {"properties": {"result": {"type": "null"}}}})
+
     action: Literal["mark_succeeded", "mark_failed", "release", "dismiss"]
     review_id: Optional[Int(1, 2**63 - 1)] = None
     result: Optional[ResultIn] = Field(None, description="With mark_succeeded or mark_failed.")
+
+    @model_validator(mode="after")
+    def _result_goes_with_a_mark(self):
+        if self.result is not None and self.action not in ("mark_succeeded", "mark_failed"):
+            raise ValueError("a result goes with mark_succeeded or mark_failed")
+        return self
 
 
 class ReviewsQuery(BaseModel):
