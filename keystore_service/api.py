@@ -167,7 +167,8 @@ def lookup():
 def expire():
     require_operator(g.principal)
     body = _body(schemas.ExpireRequest)
-    record = _service().expire(g.principal.tenant_id, body.scope, body.key)
+    record = current_app.extensions["keystore"].operations.expire(g.principal, body.scope,
+                                                                  body.key)
     return respond({"record": _record(record)}, 200, record)
 
 
@@ -189,12 +190,7 @@ def list_reviews():
 def resolve():
     require_operator(g.principal)
     body = _body(schemas.ResolveRequest)
-    result = None
-    if body.result is not None:
-        if body.action not in ("mark_succeeded", "mark_failed"):
-            raise errors.InvalidRequest("a result goes with mark_succeeded or mark_failed",
-                                        details={"field": "result"})
-        result = _result_json(body.result)
+    result = _result_json(body.result) if body.result is not None else None
     record, closed = current_app.extensions["keystore"].operations.resolve(
         g.principal, body.scope, body.key, body.action, body.review_id, result,
         body.result.resource_id if body.result else None)

@@ -14,16 +14,18 @@ from typing import Optional
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from . import canonical, db, errors, metrics, openapi
+from . import canonical, db, errors, metrics, openapi, ui, ui_errors
 from .accounts import Accounts
 from .auth import Authenticator
 from .batch import BatchClaims
 from .jobs import Jobs, Timer
 from .operations import Operations
+from .oversight import Oversight
 from .ratelimit import RateLimiter
 from .render import error_response, respond
 from .report import Reports
 from .reviews import ReviewStore
+from .secretstore import SecretStore
 from .service import Clock, KeyStoreService, system_clock
 from .settings import Settings, load
 from .store import RecordStore
@@ -47,6 +49,8 @@ class Keystore:
     reports: Reports
     metrics: metrics.Metrics
     limiter: RateLimiter
+    oversight: Oversight
+    secrets: SecretStore
 
 
 def build(settings: Settings, clock: Clock = system_clock) -> Keystore:
@@ -64,7 +68,8 @@ def build(settings: Settings, clock: Clock = system_clock) -> Keystore:
                          settings.keep_unresolved_seconds),
                     Reports(database), observed,
                     RateLimiter(database, settings.rate_limit_requests,
-                                settings.rate_limit_window_seconds, clock))
+                                settings.rate_limit_window_seconds, clock),
+                    Oversight(database), SecretStore(database))
 
 
 def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock, *,
@@ -79,6 +84,7 @@ def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock,
 
     from .api import bp
     app.register_blueprint(bp)
+    ui.init_app(app)
     _service_endpoints(app)
     _error_handlers(app)
     _request_metrics(app)
@@ -136,6 +142,8 @@ def _error_handlers(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):
+        if request.path == "/ui" or request.path.startswith("/ui/"):
+            return ui_errors.http_error_page(exc)  # an address under /ui that no page answers
         mapped = {404: errors.NotFound("no such endpoint"),
                   405: errors.MethodNotAllowed(),
                   413: errors.PayloadTooLarge(

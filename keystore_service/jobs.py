@@ -14,14 +14,14 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Optional
 
-from sqlalchemy import bindparam, delete, or_, select
+from sqlalchemy import bindparam, delete, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from . import domain
 from .domain import Record, State
 from .service import KeyStoreService
 from .sql import Sql
-from .tables import job_locks, records
+from .tables import job_locks, records, reviews
 
 log = logging.getLogger("keystore.jobs")
 R = records.c
@@ -50,7 +50,7 @@ class Jobs:
             stale = stale.with_for_update(skip_locked=True)
             doomed = doomed.with_for_update(skip_locked=True)
         self._stale = Sql(stale, d)
-        self._purge = Sql(delete(records).where(R.id.in_(doomed.scalar_subquery())), d)
+        self._doomed = Sql(doomed, d)
         ins = (sqlite if self.db.sqlite else postgresql).insert(job_locks).values(
             name=bindparam("name"), holder=bindparam("holder"), expires_at=bindparam("until"))
         self._lock = Sql(ins.on_conflict_do_update(
@@ -97,13 +97,23 @@ class Jobs:
                   "cutoff_unresolved": now - self.keep_unresolved, "n": batch}
         for _ in range(max_batches):
             with self.records.transaction() as cur:
-                gone = self._purge.run(cur, params).rowcount
+                gone = self._purge(cur, [row[0] for row in self._doomed.all(cur, params)], now)
             total += gone
             if progress:
                 progress(total)
             if gone < batch:
                 break
         return total
+
+    def _purge(self, cur, ids: list[int], now: int) -> int:
+        """Delete these records; their open reviews close as `purged` (kept for the audit)."""
+        if not ids:
+            return 0
+        d = self.db.engine.dialect
+        Sql(update(reviews).where(reviews.c.state == "open", reviews.c.record_id.in_(ids))
+            .values(state="resolved", resolution="purged", resolved_at=now, updated_at=now),
+            d, bound=True).run(cur)
+        return Sql(delete(records).where(R.id.in_(ids)), d, bound=True).run(cur).rowcount
 
     def try_lock(self, name: str, seconds: float, holder: Optional[str] = None) -> bool:
         """Hold the job lock `name` for `seconds` (renewable by its holder)."""

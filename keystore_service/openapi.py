@@ -68,22 +68,29 @@ def _batch() -> dict:
                       **_errors("400", "401", "413", "429", "503")}}}
 
 
+def _query(model: type[BaseModel]) -> list[dict]:
+    """Query parameters from a query model, with the same constraints it validates."""
+    schema = model.model_json_schema()
+    required = set(schema.get("required", []))
+    params = []
+    for name, prop in schema["properties"].items():
+        prop = {k: v for k, v in prop.items() if k not in ("title", "default")}
+        if "anyOf" in prop:  # Optional[X]: a query parameter is absent rather than null
+            prop = next(p for p in prop["anyOf"] if p.get("type") != "null")
+        params.append({"name": name, "in": "query", "required": name in required,
+                       "schema": prop})
+    return params
+
+
 def _lookup() -> dict:
-    params = [{"name": "scope", "in": "query", "required": True, "schema": {"type": "string"}},
-              {"name": "key", "in": "query", "required": True, "schema": {"type": "string"}},
-              {"name": "wait", "in": "query", "required": False,
-               "schema": {"type": "integer", "minimum": 1, "maximum": 30}}]
     return {"get": {"summary": "The record; with wait, until an in-progress one changes",
-                    "parameters": params,
+                    "parameters": _query(schemas.LookupQuery),
                     "responses": {"200": _json(schemas.RecordResponse, "the record", _EXPIRES),
                                   **_errors("400", "401", "404", "429", "503")}}}
 
 
-def _operator_get(summary: str, model: type[BaseModel], params: list,
-                  required: tuple = ()) -> dict:
-    return {"get": {"summary": summary,
-                    "parameters": [{"name": n, "in": "query", "required": n in required,
-                                    "schema": schema} for n, schema in params],
+def _operator_get(summary: str, model: type[BaseModel], query: type[BaseModel]) -> dict:
+    return {"get": {"summary": summary, "parameters": _query(query),
                     "responses": {"200": _json(model, "ok"),
                                   **_errors("400", "401", "403", "429", "503")}}}
 
@@ -125,18 +132,11 @@ def document() -> dict:
         "/v1/expire": _record_call(schemas.ExpireRequest, "End the window now (operator)",
                                    ("409", "in_progress: a lease is live"), operator=True),
         "/v1/keys": _lookup(),
-        "/v1/reviews": _operator_get(
-            "What needs a person, oldest first (operator)", schemas.ReviewsResponse,
-            [("state", {"type": "string", "enum": ["open", "resolved"]}),
-             ("kind", {"type": "string", "enum": ["fingerprint_mismatch", "stale_lease"]}),
-             ("scope", {"type": "string"}), ("key", {"type": "string"}),
-             ("min_age_seconds", {"type": "integer", "minimum": 0}),
-             ("limit", {"type": "integer", "minimum": 1, "maximum": 500}),
-             ("cursor", {"type": "string"})]),
+        "/v1/reviews": _operator_get("What needs a person, oldest first (operator)",
+                                     schemas.ReviewsResponse, schemas.ReviewsQuery),
         "/v1/resolve": _resolve(),
-        "/v1/report": _operator_get(
-            "The daily reconciliation report, per scope (operator)", schemas.ReportResponse,
-            [("date", {"type": "string", "format": "date"})], required=("date",)),
+        "/v1/report": _operator_get("The daily reconciliation report, per scope (operator)",
+                                    schemas.ReportResponse, schemas.ReportQuery),
         "/healthz": _plain("The process is alive"),
         "/readyz": _plain("The database answers"),
     }

@@ -108,6 +108,15 @@ class Operations:
                 return new, closed
         raise errors.Unavailable("too much contention on this key; try again")
 
+    def expire(self, who: Principal, scope: str, key: str) -> Record:
+        """End a record's window now, as a person decided, with its audit row."""
+        def audit(cur, before: Record, after: Record, now: int) -> None:
+            self.reviews.audit(cur, tenant_id=who.tenant_id, record_id=before.id,
+                               review_id=None, scope=scope, key=key, action="expire",
+                               actor=who.token_name, at=now, before=snapshot(before),
+                               after=snapshot(after))
+        return self.service.expire(who.tenant_id, scope, key, audit)
+
     def _targets(self, cur, seen: Record, action: str, review_id: Optional[int]) -> list:
         open_reviews = self.reviews.open_of(cur, seen.id)
         if review_id is not None:

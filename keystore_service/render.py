@@ -91,6 +91,25 @@ def validation_details(exc: Any) -> dict:
     """Pydantic errors as field + message: never the input value (it may be a payload)."""
     problems = []
     for e in exc.errors(include_input=False, include_url=False, include_context=False):
-        field = ".".join(str(p) for p in e["loc"]) or "body"
-        problems.append({"field": field, "message": e["msg"]})
+        field = ".".join(_field_path(e["loc"])) or "body"
+        problem = {"field": field, "message": e["msg"]}
+        if problem not in problems:  # one line per field, not one per union branch
+            problems.append(problem)
     return {"errors": problems}
+
+
+_PYDANTIC_TAGS = frozenset({"int", "str", "float", "bool", "none", "list", "dict"})
+
+
+def _field_path(loc: tuple) -> list[str]:
+    """The fields of an error's location, without pydantic's union-branch tags
+    ("function-before[...]", "constrained-int", "str") that follow the field they are in."""
+    path = []
+    for part in loc:
+        if isinstance(part, int):
+            path.append(str(part))
+        elif part.isidentifier() and part not in _PYDANTIC_TAGS:
+            path.append(part)
+        else:
+            break
+    return path

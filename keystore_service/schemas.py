@@ -8,9 +8,11 @@ import datetime as dt
 import re
 from typing import Annotated, Any, Literal, Optional
 
+from annotated_types import Ge, Le
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -21,6 +23,10 @@ from . import versions
 from .settings import MAX_LEASE_SECONDS, MAX_TTL_SECONDS
 
 _CONTROL_OR_SURROGATE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # Unicode Cc and Cs
+# The same rule for /openapi.json (validation itself uses the regex above). Surrogates are
+# left out of this spelling: many regex engines cannot name them, and valid JSON text never
+# carries a lone one anyway (the body parser refuses a "\ud800" escape).
+CONTROL_FREE = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
 
 
 def _no_control(value: str) -> str:
@@ -29,33 +35,49 @@ def _no_control(value: str) -> str:
     return value
 
 
-def _printable(value: str) -> str:
-    if not value.isprintable():
-        raise ValueError("must be printable characters")
+def _integral(value: Any) -> Any:
+    """JSON has one number type: 60.0 is the integer 60 (as in the fingerprint's canonical
+    form); 60.5 stays a float and is refused by the strict int that follows."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
     return value
+
+
+def Text(min_length: int, max_length: int, **schema: Any):  # noqa: N802 (a type factory)
+    """A string of `min_length`..`max_length` code points, no control characters."""
+    return Annotated[str, StringConstraints(min_length=min_length, max_length=max_length),
+                     AfterValidator(_no_control),
+                     Field(json_schema_extra={"pattern": CONTROL_FREE, **schema})]
+
+
+def Int(ge: int, le: int):  # noqa: N802 (a type factory)
+    # annotated_types' Ge/Le, not Field(ge=...): they keep their meaning (and their JSON
+    # schema) wherever the type is nested, inside Optional or a union too.
+    # (The bounds go before the validator: after it, pydantic leaves them out of the schema.)
+    return Annotated[int, Ge(ge), Le(le), BeforeValidator(_integral)]
 
 
 Scope = Annotated[str, StringConstraints(min_length=1, max_length=128,
                                          pattern=r"^[A-Za-z0-9_.:\-]+$")]
-Key = Annotated[str, StringConstraints(min_length=1, max_length=512),
-                AfterValidator(_no_control)]
-Fingerprint = Annotated[str, StringConstraints(min_length=1, max_length=256),
-                        AfterValidator(_printable)]
+Key = Text(1, 512)
+Fingerprint = Text(1, 256)
 LeaseToken = Annotated[str, StringConstraints(min_length=1, max_length=256)]
-Text128 = Annotated[str, StringConstraints(min_length=1, max_length=128),
-                    AfterValidator(_no_control)]
-Text256 = Annotated[str, StringConstraints(min_length=1, max_length=256),
-                    AfterValidator(_no_control)]
-def _version(value: int | str) -> int | str:
+Text128 = Text(1, 128)
+Text256 = Text(1, 256)
+
+
+def _timestamp(value: str) -> str:
     versions.parse(value)  # ValueError with the reason
     return value
 
 
-Version = Annotated[int | str, AfterValidator(_version),
-                    Field(description="An integer 0..2^63-1, or an RFC 3339 timestamp with Z "
-                                      "or an offset (compared as a UTC instant).")]
-TtlSeconds = Annotated[int, Field(ge=1, le=MAX_TTL_SECONDS)]
-LeaseSeconds = Annotated[int, Field(ge=1, le=MAX_LEASE_SECONDS)]
+Version = Annotated[
+    Int(0, versions.MAX_INT) | Annotated[str, AfterValidator(_timestamp),
+                                         Field(json_schema_extra={"format": "date-time"})],
+    Field(description="An integer 0..2^63-1, or an RFC 3339 timestamp with Z or an offset "
+                      "(compared as a UTC instant, to the microsecond).")]
+TtlSeconds = Int(1, MAX_TTL_SECONDS)
+LeaseSeconds = Int(1, MAX_LEASE_SECONDS)
 
 
 class _Body(BaseModel):
@@ -67,7 +89,15 @@ class RecordRef(_Body):
     key: Key
 
 
+# "Never both": a payload that is not null together with a fingerprint string is refused.
+_NOT_BOTH = {"not": {"required": ["payload", "fingerprint"],
+                     "properties": {"payload": {"not": {"type": "null"}},
+                                    "fingerprint": {"type": "string"}}}}
+
+
 class _FingerprintSource(_Body):
+    model_config = ConfigDict(json_schema_extra=_NOT_BOTH)
+
     payload: Any = Field(None, description="Any I-JSON value; hashed (RFC 8785, SHA-256), "
                                            "never stored.")
     fingerprint: Optional[Fingerprint] = None
@@ -102,7 +132,7 @@ class BatchClaimRequest(_Body):
 
 class ResultIn(_Body):
     resource_id: Optional[Text256] = None
-    status_code: Optional[Annotated[int, Field(ge=100, le=599)]] = None
+    status_code: Optional[Int(100, 599)] = None
     body: Any = Field(None, description="Any JSON, at most 256 KiB in canonical form.")
 
 
@@ -114,8 +144,7 @@ class CompleteRequest(RecordRef):
 
 class ReleaseRequest(RecordRef):
     lease_token: LeaseToken
-    reason: Optional[Annotated[str, StringConstraints(max_length=512),
-                               AfterValidator(_no_control)]] = None
+    reason: Optional[Text(0, 512)] = None
 
 
 class ExtendRequest(RecordRef):
@@ -130,9 +159,21 @@ class ExpireRequest(RecordRef):
 
 
 class ResolveRequest(RecordRef):
+    # A result belongs to mark_succeeded or mark_failed only (said here for /openapi.json).
+    model_config = ConfigDict(json_schema_extra={
+        "if": {"properties": {"action": {"enum": ["release", "dismiss"]}},
+               "required": ["action"]},
+        "then": {"properties": {"result": {"type": "null"}}}})
+
     action: Literal["mark_succeeded", "mark_failed", "release", "dismiss"]
-    review_id: Optional[Annotated[int, Field(ge=1)]] = None
+    review_id: Optional[Int(1, 2**63 - 1)] = None
     result: Optional[ResultIn] = Field(None, description="With mark_succeeded or mark_failed.")
+
+    @model_validator(mode="after")
+    def _result_goes_with_a_mark(self):
+        if self.result is not None and self.action not in ("mark_succeeded", "mark_failed"):
+            raise ValueError("a result goes with mark_succeeded or mark_failed")
+        return self
 
 
 class ReviewsQuery(BaseModel):

@@ -248,16 +248,22 @@ class KeyStoreService:
             sleep(min(pause, left))  # no transaction or connection is held while waiting
             pause = min(pause * 1.5, 0.5)
 
-    def expire(self, tenant_id: int, scope: str, key: str) -> Record:
+    def expire(self, tenant_id: int, scope: str, key: str,
+               audit: Optional[Callable[..., None]] = None) -> Record:
+        """End the record's window now; `audit(cur, before, after, now)` is written in the
+        same transaction when the record changed."""
         now = self.clock()
         for _ in range(ROUNDS):
-            seen = self.records.get(tenant_id, scope, key)
-            verdict = domain.decide_expire(seen, now)
-            if verdict is Verdict.ALREADY_DONE:
-                return seen
-            if verdict is not Verdict.APPLY:
-                raise _verdict_error(verdict, seen, now)
-            new = self.records.compare_and_set(seen, {"expires_at": now})
+            with self.records.transaction() as cur:
+                seen = self.records.get(tenant_id, scope, key, cur)
+                verdict = domain.decide_expire(seen, now)
+                if verdict is Verdict.ALREADY_DONE:
+                    return seen
+                if verdict is not Verdict.APPLY:
+                    raise _verdict_error(verdict, seen, now)
+                new = self.records.compare_and_set(seen, {"expires_at": now}, cur)
+                if new is not None and audit is not None:
+                    audit(cur, seen, new, now)
             if new is not None:
                 return new
         raise errors.Unavailable("too much contention on this key; try again")

@@ -43,6 +43,11 @@ class Settings(BaseSettings):
     # the database (one extra statement per request while on). 0 = off (the default).
     rate_limit_requests: int = Field(0, ge=0, le=10_000_000)
     rate_limit_window_seconds: int = Field(60, ge=1, le=3600)
+    # The operators' page (/ui/): signed out after this long without a request; the session
+    # cookie is Secure when the request came over https, or always with ui_cookie_secure
+    # (set it when a proxy in front terminates TLS and forwards plain http).
+    ui_idle_minutes: float = Field(15, gt=0, le=24 * 60)
+    ui_cookie_secure: bool = False
     metrics_max_scopes: int = Field(100, ge=1, le=10_000)
     # Benchmarks only: POST /bench/noop parses a JSON body and answers, through the same app
     # and server configuration, as the ceiling a claim is measured against (docs/benchmarks.md).

@@ -1,6 +1,7 @@
 """Record versions for upsert-if-newer: an integer, or an RFC 3339 timestamp compared as a UTC
-instant. Both are stored as one BIGINT: the integer itself, or nanoseconds since the epoch
-(which spans the years 1678 to 2261), with the kind beside it.
+instant. Both are stored as one BIGINT: the integer itself, or microseconds since the epoch
+(every year RFC 3339 can write, 0000 to 9999, fits), with the kind beside it. Timestamps
+compare to the microsecond, as PostgreSQL's own do: digits beyond the sixth are dropped.
 """
 from __future__ import annotations
 
@@ -41,11 +42,9 @@ def parse(value: Version) -> tuple[str, int]:
         local = datetime(year, month, day, hour, minute, second, tzinfo=UTC)
     except ValueError as exc:
         raise ValueError(f"not a valid timestamp: {exc}") from None
-    delta = local - offset - _EPOCH
-    nanos = (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + int(fraction.ljust(9, "0"))
-    if not -(2**63) <= nanos <= MAX_INT:
-        raise ValueError("the timestamp is out of range (years 1678 to 2261)")
-    return TIME, nanos
+    delta = (local - _EPOCH) - offset
+    micros = (delta.days * 86_400 + delta.seconds) * 1_000_000 + int(fraction[:6].ljust(6, "0"))
+    return TIME, micros
 
 
 def show(kind: Optional[str], value: Optional[int]) -> Optional[Version]:
@@ -54,7 +53,6 @@ def show(kind: Optional[str], value: Optional[int]) -> Optional[Version]:
         return None
     if kind == INT:
         return value
-    seconds, nanos = divmod(value, 1_000_000_000)
-    t = _EPOCH + timedelta(seconds=seconds)
-    fraction = f".{nanos:09d}".rstrip("0") if nanos else ""
+    t = _EPOCH + timedelta(microseconds=value)
+    fraction = f".{t.microsecond:06d}".rstrip("0") if t.microsecond else ""
     return f"{t:%Y-%m-%dT%H:%M:%S}{fraction}Z"

@@ -17,8 +17,9 @@ from sqlalchemy.engine import make_url
 
 from keystore_service import app as app_module
 from keystore_service import migrate
+from keystore_service.app import create_app
 from keystore_service.settings import Settings
-from tests.support import T0, FakeClock
+from tests.support import T0, FakeClock, Http
 
 PG_ADMIN_URL = os.environ.get("KEYSTORE_TEST_POSTGRES_URL",
                               "postgresql://postgres@127.0.0.1:5432/test")
@@ -105,3 +106,27 @@ def ks(database_url, clock):
 @pytest.fixture
 def tenant_id(ks) -> int:
     return ks.accounts.create_tenant("acme", T0)
+
+
+# --- the app over Flask's test client, with tokens of two tenants ---------------------------
+
+@pytest.fixture
+def app(database_url, clock):
+    application = create_app(Settings(database_url=database_url), clock)
+    yield application
+    application.extensions["keystore"].database.engine.dispose()
+
+
+@pytest.fixture
+def tokens(app):
+    accounts = app.extensions["keystore"].accounts
+    for tenant in ("acme", "globex"):
+        accounts.create_tenant(tenant, T0)
+    return {"acme": accounts.create_token("acme", "client", None, T0),
+            "acme_operator": accounts.create_token("acme", "operator", None, T0),
+            "globex": accounts.create_token("globex", "client", None, T0)}
+
+
+@pytest.fixture
+def http(app, tokens):
+    return Http(app.test_client(), tokens["acme"])

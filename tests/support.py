@@ -130,3 +130,23 @@ class Api:
     def get(self, path: str, **params):
         r = self.session.get(self.base + path, params=params, headers=self.headers, timeout=60)
         return r.status_code, r.json(), r.headers
+
+
+class Http:
+    """Flask's test client with a token: (status, json, headers) from every call."""
+
+    def __init__(self, client, token: str):
+        self.client, self.token = client, token
+
+    def _auth(self, token):
+        token = self.token if token is ... else token
+        return {"Authorization": f"Bearer {token}"} if token else {}
+
+    def post(self, path, body=None, *, token=..., raw=None, headers=None):
+        kwargs = {"data": raw} if raw is not None else {"json": body}
+        r = self.client.post(path, headers={**self._auth(token), **(headers or {})}, **kwargs)
+        return r.status_code, r.get_json(silent=True), r.headers
+
+    def get(self, path, *, token=..., **params):
+        r = self.client.get(path, query_string=params, headers=self._auth(token))
+        return r.status_code, r.get_json(silent=True), r.headers

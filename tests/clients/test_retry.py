@@ -162,3 +162,30 @@ def test_an_answer_outside_the_contract_is_unexpected_and_not_retried(service, p
     with pytest.raises(UnexpectedResponse) as info:
         ks.claim(scope, "k")
     assert info.value.status == 502 and proxy.seen["/v1/claim"] == 1
+
+
+def test_an_answer_that_breaks_off_mid_body_is_an_unknown_outcome():
+    """Found by the fault suite: a gunicorn worker SIGKILLed while writing its answer leaves
+    the headers sent and the body short; that must be OutcomeUnknown, not a raw requests
+    error escaping the client."""
+    import socket
+    import threading
+
+    from keystore_client import KeyStore, OutcomeUnknown, RetryPolicy
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1)
+
+    def half_answer():
+        conn, _ = listener.accept()
+        conn.recv(65536)
+        conn.sendall(b"HTTP/1.1 201 CREATED\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 500\r\n\r\n{\"outcome\": \"acq")
+        conn.close()
+    threading.Thread(target=half_answer, daemon=True).start()
+    ks = KeyStore(f"http://127.0.0.1:{listener.getsockname()[1]}", "ks_token",
+                  retry=RetryPolicy.never())
+    with pytest.raises(OutcomeUnknown):
+        ks.claim("scope", "key")
+    listener.close()

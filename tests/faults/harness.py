@@ -160,6 +160,8 @@ class Load:
     deadline_seconds: float = 60
     successes: list[float] = field(default_factory=list)  # monotonic times of 2xx answers
     errors: Counter = field(default_factory=Counter)
+    crashes: list[str] = field(default_factory=list)  # exceptions that escaped the client
+    enough: threading.Event = field(default_factory=threading.Event)  # take no new ops
 
     def client(self, n: int) -> KeyStore:
         policy = RetryPolicy(tries=8, base_delay=0.1, max_delay=1.0, budget=10.0)
@@ -228,12 +230,16 @@ class Load:
 
         def worker(n: int) -> None:
             ks = self.client(n)
-            while True:
+            while not self.enough.is_set():
                 with lock:
                     if not queue:
                         return
                     op = queue.pop()
-                self.run_op(ks, op, stop_at)
+                try:
+                    self.run_op(ks, op, stop_at)
+                except Exception as exc:  # the client must not let these escape: count them
+                    self.crashes.append(f"{type(exc).__name__}: {exc}"[:200])
+                    op.outcome = "harness_crash"
         pool = [threading.Thread(target=worker, args=(n,)) for n in range(threads)]
         for t in pool:
             t.start()
@@ -271,6 +277,7 @@ def verify(load: Load, ops: list[Op], lookup: Callable[[str], Optional[dict]]) -
         "unresolved_surfaced_as": dict(surfaced),
         "claims_with_lost_answers": sum(op.unknown_claims for op in ops),
         "client_errors_retried": dict(load.errors),
+        "exceptions_escaping_the_client": len(load.crashes),
     }
 
 

@@ -51,6 +51,7 @@ def test_three_database_restarts_under_load(private_pg, sink, tenant_token, tmp_
     finally:
         a.stop()
         b.stop()
+    assert figures["exceptions_escaping_the_client"] == 0, load.crashes[:3]
     assert figures["duplicate_effects"] == 0
     assert figures["acknowledged_completions_lost"] == 0
     assert all(r is not None and r < 15 for r in recoveries)

@@ -21,7 +21,7 @@ def test_a_hundred_worker_kills(pg_database, sink, tenant_token, tmp_path):
     server = Server(url, workers=4, threads=4, log_path=tmp_path / "server.log",
                     env={"KEYSTORE_RECONCILE_INTERVAL_SECONDS": "0"}).start()
     try:
-        load = Load([server.url], token, sink, lease_seconds=3, deadline_seconds=90)
+        load = Load([server.url], token, sink, lease_seconds=3, deadline_seconds=240)
         ops = [Op(f"inv-{n}") for n in range(4000)]
         runner = threading.Thread(target=load.run, args=(ops, 8))
         runner.start()
@@ -32,6 +32,8 @@ def test_a_hundred_worker_kills(pg_database, sink, tenant_token, tmp_path):
             if len(pids) >= 3 and kill_random_worker(pids, rng):  # never all at once
                 kills.append(time.monotonic())
             time.sleep(INTERVAL * rng.uniform(0.5, 1.5))
+        time.sleep(2)  # the last kill's recovery, then the run ends
+        load.enough.set()
         runner.join()
         recoveries = [r for r in (load.recovery_after(k) for k in kills) if r is not None]
         time.sleep(load.lease_seconds + 0.5)  # leases held by lost claims run out, then:
@@ -47,6 +49,7 @@ def test_a_hundred_worker_kills(pg_database, sink, tenant_token, tmp_path):
     finally:
         server.stop()
     assert len(kills) == KILLS
+    assert figures["exceptions_escaping_the_client"] == 0, load.crashes[:3]
     assert figures["duplicate_effects"] == 0
     assert figures["acknowledged_completions_lost"] == 0
     assert figures["outcomes"].get("done", 0) > 500

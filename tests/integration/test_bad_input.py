@@ -111,3 +111,9 @@ def test_error_messages_never_echo_the_payload(http):
                 b'{"scope":"a b","key":"' + secret.encode() + b'\\n"}'):
         _, body_, _ = http.post("/v1/claim", raw=raw)
         assert secret not in json.dumps(body_)
+
+
+def test_integral_numbers_are_integers_as_json_says(http):
+    status, body, _ = http.post("/v1/claim", {**GOOD, "ttl_seconds": 3600.0,
+                                              "lease_seconds": 60.0})
+    assert status == 201 and body["record"]["lease_expires_at"]

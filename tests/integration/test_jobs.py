@@ -62,7 +62,10 @@ def test_the_sweeper_purges_expired_records_in_batches(ks, tenant_id, clock):
     clock.advance(31 * 86_400)  # past the 30 days an unresolved record waits for a person
     assert ks.jobs.sweep() == 3
     assert _all(ks) == []
-    assert count(ks, reviews, reviews.c.record_id.is_(None)) == 1  # the review outlives it
+    # the review outlives its record, closed as purged (no orphan left open forever)
+    assert count(ks, reviews, reviews.c.record_id.is_(None), reviews.c.state == "resolved",
+                 reviews.c.resolution == "purged") == 1
+    assert count(ks, reviews, reviews.c.state == "open") == 0
 
 
 def _all(ks):

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import select
 
 from keystore_service.tables import attempts, resolutions
-from tests.integration.conftest import Http
+from tests.support import Http
 
 CLAIM = {"scope": "create_invoice", "key": "evt_1", "payload": {"amount": 100}}
 REF = {"scope": "create_invoice", "key": "evt_1"}
@@ -252,3 +252,14 @@ def test_a_tenant_sees_only_its_own_reviews(http, op, tokens):
     other_op = Http(http.client, tokens["globex"])
     assert other_op.get("/v1/reviews")[0] == 403  # a client token
     assert len(op.get("/v1/reviews")[1]["reviews"]) == 1
+
+
+def test_expiring_a_record_is_audited(http, op, app):
+    complete(http, acquire(http))
+    status, body, _ = op.post("/v1/expire", REF)
+    assert status == 200
+    row = audit_rows(app)[-1]
+    assert (row.action, row.actor) == ("expire", "operator-1")
+    assert json.loads(row.after)["expires_at"] < json.loads(row.before)["expires_at"]
+    assert op.post("/v1/expire", REF)[0] == 200  # already expired: unchanged, not audited
+    assert len(audit_rows(app)) == 1

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 
 import pytest
 from hypothesis import given
@@ -70,3 +71,49 @@ json_values = st.recursive(
 def test_canonical_form_is_stable_under_reparsing(value):
     once = canonical(value)
     assert canonical(parse_json_object(b'{"p":' + once + b"}")["p"]) == once
+
+
+# --- property: equivalent payloads share one fingerprint; different ones never collide ------
+
+def _spell(value, draw) -> str:
+    """One of the many JSON texts of `value`: shuffled members, random whitespace, integers
+    written as 1.0 or 1e0, strings with \\u escapes."""
+    ws = lambda: draw(st.sampled_from(["", " ", "\n", "\t ", "  "]))
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, int):
+        return draw(st.sampled_from([str(value), f"{value}.0", f"{value}e0", f"{value}.000"]))
+    if isinstance(value, float):
+        return repr(value)
+    if isinstance(value, str):
+        return draw(st.sampled_from([json.dumps(value), json.dumps(value, ensure_ascii=False)]))
+    if isinstance(value, list):
+        return "[" + ",".join(ws() + _spell(v, draw) + ws() for v in value) + "]"
+    members = list(value.items())
+    order = draw(st.permutations(range(len(members)))) if members else []
+    return "{" + ",".join(ws() + json.dumps(members[i][0]) + ws() + ":" + ws()
+                          + _spell(members[i][1], draw) for i in order) + "}"
+
+
+values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6)
+    | st.floats(allow_nan=False, allow_infinity=False, width=64).filter(lambda f: f == f)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner,
+                                                                max_size=4),
+    max_leaves=15)
+
+
+@given(values, st.data())
+def test_every_spelling_of_a_payload_has_one_fingerprint(value, data):
+    texts = [_spell(value, data.draw) for _ in range(3)]
+    prints = {fingerprint(parse_json_object(('{"p":' + t + "}").encode())["p"]) for t in texts}
+    assert prints == {fingerprint(value)}
+
+
+@given(values, values)
+def test_different_payloads_never_share_a_fingerprint(a, b):
+    if canonical(a) != canonical(b):  # different as JSON numbers and strings say
+        assert fingerprint(a) != fingerprint(b)
+    else:
+        assert fingerprint(a) == fingerprint(b)

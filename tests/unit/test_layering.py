@@ -33,13 +33,23 @@ ALLOWED = {
     "migrate": {"db"},
     "app": {"canonical", "db", "errors", "openapi", "accounts", "auth", "batch", "render",
             "service", "settings", "store", "api", "reviews", "metrics", "jobs", "operations",
-            "report", "ratelimit"},
+            "report", "ratelimit", "oversight", "secretstore", "ui", "ui_errors"},
     "cli": {"migrate", "accounts", "db", "server", "service", "settings", "app"},
     "operations": {"domain", "errors", "accounts", "reviews", "service", "sql", "tables"},
     "jobs": {"domain", "service", "sql", "tables"},
     "report": {"domain", "db", "sql", "tables"},
     "metrics": {"db", "service", "sql", "tables"},
     "ratelimit": {"errors", "db", "sql", "tables"},
+    "oversight": {"db", "domain", "sql", "tables"},
+    "secretstore": {"db", "sql", "tables"},
+    # the operators' page: an entry point like api, never SQL of its own
+    "ui": {"accounts", "domain", "errors", "operations", "ui_chart", "ui_errors", "ui_forms",
+           "ui_session", "ui_text"},
+    "ui_errors": {"errors", "ui_forms"},
+    "ui_session": {"domain"},
+    "ui_forms": {"canonical", "schemas"},
+    "ui_text": {"domain"},
+    "ui_chart": set(),
 }
 
 

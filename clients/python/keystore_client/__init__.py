@@ -9,7 +9,11 @@ and let every repeat get the first result back.
             invoice = billing.create(order, idempotency_key=op.idempotency_key)
             op.succeed(resource_id=invoice.id)
     print(op.result.resource_id)
+
+Polling (records without event ids, fetched in overlapping windows): `claim_batch` with a
+`version` per item acquires a record again only when it changed; see docs/polling.md.
 """
+from ._batch import BatchItem, BatchResult
 from ._client import KeyStore, __version__
 from ._exceptions import (
     AlreadyCompleted,
@@ -42,7 +46,7 @@ from ._retry import RetryPolicy
 
 __all__ = [
     "KeyStore", "Operation", "RetryPolicy", "derive_key",
-    "Claimed", "Record", "Result", "Checkpoint",
+    "Claimed", "Record", "Result", "Checkpoint", "BatchItem", "BatchResult",
     "KeyStoreError", "TransportError", "ConnectError", "OutcomeUnknown", "APIError",
     "InvalidRequest", "Unauthorized", "Forbidden", "NotFound", "Expired", "MethodNotAllowed",
     "InProgress", "NeedsReconciliation", "LeaseLost", "AlreadyCompleted", "PayloadTooLarge",

@@ -6,10 +6,12 @@ Unknown fields are ignored, so a newer service with more fields does not break o
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, Optional
+from datetime import datetime, timezone
+from typing import Any, Optional, Union
 
 FINISHED = ("succeeded", "failed")
+Version = Union[int, str]  # as the service shows it: the integer, or RFC 3339 UTC with `Z`
+VersionLike = Union[int, str, datetime, None]  # what a claim may send
 
 
 def parse_time(value: Optional[str]) -> Optional[datetime]:
@@ -19,6 +21,29 @@ def parse_time(value: Optional[str]) -> Optional[datetime]:
     if value.endswith("Z"):
         value = value[:-1] + "+00:00"
     return datetime.fromisoformat(value)
+
+
+def version_json(value: VersionLike) -> Optional[Version]:
+    """A claim's `version` on the wire. An int (0 .. 2^63-1) and an RFC 3339 string pass as
+    they are (the service checks them); an aware datetime becomes RFC 3339 in UTC with `Z`
+    (microseconds when non-zero). Raises TypeError for other types (bool, float) and
+    ValueError for a naive datetime: its instant is unknown."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, datetime)):
+        raise TypeError(f"a version is an int, an RFC 3339 str or an aware datetime, not "
+                        f"{type(value).__name__}")
+    if isinstance(value, int):
+        return int(value)
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValueError("a datetime version must carry a timezone")
+    utc = value.astimezone(timezone.utc)
+    fraction = f".{utc.microsecond:06d}" if utc.microsecond else ""
+    return utc.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
+
+
+def _shown_version(value: Any) -> Optional[Version]:
+    return value if isinstance(value, (int, str)) and not isinstance(value, bool) else None
 
 
 @dataclass(frozen=True)
@@ -64,7 +89,7 @@ class Record:
     key: str
     state: str  # in_progress | succeeded | failed | released | needs_reconciliation
     fingerprint: Optional[str]
-    version: Any
+    version: Optional[Version]  # the integer, or the timestamp as RFC 3339 UTC (`Z`, to the ns)
     attempt: int
     first_seen_at: Optional[datetime]
     last_seen_at: Optional[datetime]
@@ -79,12 +104,24 @@ class Record:
     def finished(self) -> bool:
         return self.state in FINISHED
 
+    @property
+    def version_time(self) -> Optional[datetime]:
+        """A timestamp version as an aware UTC datetime (cut to microseconds; `version`
+        keeps the exact value); None for an integer version or none."""
+        if not isinstance(self.version, str):
+            return None
+        text = self.version
+        if "." in text:  # datetime holds microseconds: keep six digits of the fraction
+            head, fraction = text[:-1].split(".", 1)
+            text = f"{head}.{fraction[:6].ljust(6, '0')}Z"
+        return parse_time(text)
+
     @classmethod
     def from_json(cls, data: dict) -> Record:
         cp = data.get("checkpoint")
         return cls(
             scope=data["scope"], key=data["key"], state=data["state"],
-            fingerprint=data.get("fingerprint"), version=data.get("version"),
+            fingerprint=data.get("fingerprint"), version=_shown_version(data.get("version")),
             attempt=data.get("attempt", 0),
             first_seen_at=parse_time(data.get("first_seen_at")),
             last_seen_at=parse_time(data.get("last_seen_at")),
@@ -104,8 +141,9 @@ class Claimed:
     or `replay` (finished before: here is its record and result; do nothing).
 
     Built from the shape the contract uses for a single claim and for each item of a batch
-    claim, so a batch can return one of these per item; refused outcomes of a single claim
-    are raised as errors instead (`InProgress`, `NeedsReconciliation`, `FingerprintMismatch`).
+    claim (`BatchResult`, a subclass, is one item's answer, refused outcomes included);
+    refused outcomes of a single claim are raised as errors instead (`InProgress`,
+    `NeedsReconciliation`, `FingerprintMismatch`).
     """
 
     outcome: str

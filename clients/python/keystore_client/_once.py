@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ._exceptions import KeyStoreError, OperationFailed
 from ._lease import LeaseKeeper
-from ._models import Claimed, Record, Result
+from ._models import Claimed, Record, Result, VersionLike
 from ._retry import RetryPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -41,12 +41,13 @@ class Operation:
     """
 
     def __init__(self, ks: KeyStore, scope: str, key: str, *, payload: Any = None,
-                 fingerprint: Optional[str] = None, transient: Transient = (),
+                 fingerprint: Optional[str] = None, version: VersionLike = None,
+                 transient: Transient = (),
                  lease_seconds: int = DEFAULT_LEASE_SECONDS, ttl_seconds: Optional[int] = None,
                  on_stale: Optional[str] = None, wait: float = DEFAULT_WAIT_SECONDS,
                  keep_alive: bool = True):
         self.ks, self.scope, self.key = ks, scope, key
-        self.payload, self.fingerprint = payload, fingerprint
+        self.payload, self.fingerprint, self.version = payload, fingerprint, version
         self.transient = transient
         self.lease_seconds, self.ttl_seconds, self.on_stale = lease_seconds, ttl_seconds, on_stale
         self.wait, self.keep_alive = wait, keep_alive
@@ -72,7 +73,12 @@ class Operation:
 
     @property
     def idempotency_key(self) -> str:
-        """`scope:key`: pass it as the downstream API's own idempotency key."""
+        """`scope:key`: pass it as the downstream API's own idempotency key. With a version,
+        `scope:key@version` (the version as the service stores it): a newer version is a new
+        intent, which the downstream API must not answer with the old version's result."""
+        stored = self.record.version if self.record is not None else None
+        if self.version is not None and stored is not None:
+            return f"{self.scope}:{self.key}@{stored}"
         return f"{self.scope}:{self.key}"
 
     def succeed(self, *, resource_id: Optional[str] = None, status_code: Optional[int] = None,
@@ -112,7 +118,7 @@ class Operation:
     def __enter__(self) -> Operation:
         self.claimed = self.ks.claim(
             self.scope, self.key, payload=self.payload, fingerprint=self.fingerprint,
-            ttl_seconds=self.ttl_seconds, lease_seconds=self.lease_seconds,
+            version=self.version, ttl_seconds=self.ttl_seconds, lease_seconds=self.lease_seconds,
             on_stale=self.on_stale, wait=self.wait)
         self.record = self.claimed.record
         if self.claimed.acquired:
@@ -165,11 +171,13 @@ class Operation:
 
 
 def exactly_once(ks: KeyStore, scope: str, key: Union[str, Callable[..., str]], *,
-                 payload: Any = None, transient: Transient = (),
+                 payload: Any = None, version: Any = None, transient: Transient = (),
                  retry: Optional[RetryPolicy] = None, **options: Any) -> Callable:
-    """Decorate a function so that it runs at most once per key.
+    """Decorate a function so that it runs at most once per key (and version).
 
-    `key` (and `payload`, if callable) are computed from the call's arguments. The return
+    `key` (and `payload` and `version`, if callable) are computed from the call's arguments.
+    With a version, the function runs again for a newer version of a finished key; a call
+    with an equal or older version gets the stored result of the newest one run. The return
     value is stored as the result's body and returned, as decoded JSON, to this caller and
     to every later or concurrent caller of the same key. A `transient` exception releases
     the attempt and the call is tried again under `retry` (default: the client's policy);
@@ -181,9 +189,11 @@ def exactly_once(ks: KeyStore, scope: str, key: Union[str, Callable[..., str]], 
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             k = key(*args, **kwargs) if callable(key) else key
             p = payload(*args, **kwargs) if callable(payload) else payload
+            v = version(*args, **kwargs) if callable(version) else version
             retrying = (retry or ks.retry).start()
             while True:
-                op = Operation(ks, scope, k, payload=p, transient=transient, **options)
+                op = Operation(ks, scope, k, payload=p, version=v, transient=transient,
+                               **options)
                 try:
                     with op:
                         if op.replayed:

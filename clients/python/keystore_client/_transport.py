@@ -36,6 +36,11 @@ def send(session: requests.Session, method: str, url: str, *, headers: dict,
     except requests.exceptions.Timeout as exc:
         raise OutcomeUnknown(f"no answer from {_origin(url)} in time; the request may have "
                              "been applied") from exc
+    except requests.exceptions.RequestException as exc:
+        # The answer began and broke (a server process killed while it wrote the body:
+        # ChunkedEncodingError), or any other failure after the request went out.
+        raise OutcomeUnknown(f"the answer from {_origin(url)} broke off; the request may "
+                             "have been applied") from exc
 
 
 def _never_sent(exc: requests.exceptions.ConnectionError) -> bool:
@@ -72,16 +77,29 @@ def error_from(response: requests.Response) -> APIError:
         body = response.json()
     except ValueError:
         body = None
-    error = body.get("error") if isinstance(body, dict) else None
-    if not isinstance(error, dict) or not isinstance(error.get("code"), str):
+    exc = error_from_json(body, response=response, status=response.status_code,
+                          retry_after=retry_after)
+    if exc is None:
         return UnexpectedResponse(f"HTTP {response.status_code} from the key store without "
                                   "a contract error body", response=response,
                                   status=response.status_code, retry_after=retry_after)
+    return exc
+
+
+def error_from_json(body: Any, *, response: Optional[requests.Response] = None,
+                    status: Optional[int] = None,
+                    retry_after: Optional[float] = None) -> Optional[APIError]:
+    """The exception for a body carrying `{"error": {...}}` (an error answer, or one item of
+    a batch claim's answer, where `status` is None and the class's own status applies);
+    None when there is no contract error in it."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(error, dict) or not isinstance(error.get("code"), str):
+        return None
     code = error["code"]
     record = body.get("record")
     cls = BY_CODE.get(code, UnexpectedResponse)
-    exc = cls(str(error.get("message") or code), response=response,
-              status=response.status_code, details=error.get("details"),
+    exc = cls(str(error.get("message") or code), response=response, status=status,
+              details=error.get("details"),
               record=Record.from_json(record) if isinstance(record, dict) else None,
               outcome=body.get("outcome"), retry_after=retry_after, body=body)
     if cls is UnexpectedResponse:

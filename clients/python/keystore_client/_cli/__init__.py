@@ -17,10 +17,10 @@ from typing import Optional
 
 from .._client import DEFAULT_TIMEOUT, KeyStore, __version__
 from .._exceptions import KeyStoreError
-from . import exits, keys, lookup, run
+from . import each, exits, keys, lookup, run
 from .output import say
 
-COMMANDS = (run, lookup, keys)
+COMMANDS = (run, each, lookup, keys)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -3,7 +3,8 @@
 The command runs in a process group of its own. Signals that would stop keystore-client
 (SIGTERM, SIGINT, SIGHUP) are forwarded to that whole group instead (`sh -c 'a; b'` and what it
 started), so the command decides how to stop and keystore-client still learns how it ended (a
-command killed by a signal has an unknown outcome: its key is left to the lease).
+command killed by a signal has an unknown outcome: its key is left to the lease), and which
+signals it forwarded (so `each` stops after this command).
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ class Finished:
     stdout: bytes
     stderr: bytes
     truncated: bool
+    signals: tuple = ()  # the signals keystore-client received and forwarded meanwhile
 
 
 class _Tail:
@@ -48,14 +50,18 @@ class _Tail:
             return bytes(self.data)
 
 
-def run_command(argv: Sequence[str]) -> Finished:
-    """Run `argv` (no shell). Raises OSError when it cannot be started."""
+def run_command(argv: Sequence[str], stdin: Optional[bytes] = None) -> Finished:
+    """Run `argv` (no shell), with `stdin` as its standard input when given (else it shares
+    keystore-client's). Raises OSError when it cannot be started."""
     group = _Group()
     previous = _forward_signals(group)  # before the start: no signal may slip through
     try:
         proc = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                stdin=None if stdin is None else subprocess.PIPE,
                                 start_new_session=True)
         group.started(proc.pid)
+        if stdin is not None:  # from a thread: a command that reads nothing must not block us
+            threading.Thread(target=_feed, args=(proc.stdin, stdin), daemon=True).start()
         tails = (_Tail(), _Tail())
         pumps = [threading.Thread(target=_pump, args=(pipe, sink, tail), daemon=True)
                  for pipe, sink, tail in ((proc.stdout, sys.stdout, tails[0]),
@@ -68,7 +74,20 @@ def run_command(argv: Sequence[str]) -> Finished:
     finally:
         _restore(previous)
     return Finished(returncode, tails[0].snapshot(), tails[1].snapshot(),
-                    tails[0].truncated or tails[1].truncated)
+                    tails[0].truncated or tails[1].truncated, tuple(group.received))
+
+
+def _feed(pipe: Optional[IO[bytes]], data: bytes) -> None:
+    assert pipe is not None
+    try:
+        pipe.write(data)
+    except OSError:
+        pass  # the command exited or closed its input without reading it all: its choice
+    finally:
+        try:
+            pipe.close()
+        except OSError:
+            pass
 
 
 def _pump(pipe: Optional[IO[bytes]], sink: IO[str], tail: _Tail) -> None:
@@ -98,16 +117,21 @@ class _Group:
     def __init__(self) -> None:
         self.pid: Optional[int] = None
         self.pending: list = []
+        self.received: list = []
 
     def started(self, pid: int) -> None:
         self.pid = pid
         for signum in self.pending:
-            self.signal(signum)
+            self._deliver(signum)
 
     def signal(self, signum: int, _frame: object = None) -> None:
+        self.received.append(signum)
         if self.pid is None:
             self.pending.append(signum)
             return
+        self._deliver(signum)
+
+    def _deliver(self, signum: int) -> None:
         try:
             os.killpg(self.pid, signum)
         except ProcessLookupError:

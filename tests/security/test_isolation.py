@@ -1,0 +1,92 @@
+"""A tenant can never see or touch another tenant's records, through any endpoint; tokens
+are stored only as hashes and compared in constant time."""
+from __future__ import annotations
+
+import hmac
+
+from sqlalchemy import select
+
+from keystore_service.openapi import document
+from keystore_service.tables import metadata
+from tests.support import T0, Http
+
+REF = {"scope": "invoice", "key": "evt-1"}
+
+
+def setup_victim(http, clock):
+    """Tenant acme: a finished record with a mismatch review, and a stale one."""
+    lease = http.post("/v1/claim", {**REF, "payload": 1})[1]["lease_token"]
+    http.post("/v1/complete", {**REF, "lease_token": lease, "state": "succeeded",
+                               "result": {"resource_id": "INV-SECRET"}})
+    http.post("/v1/claim", {**REF, "payload": 2})  # mismatch -> review
+    stale = http.post("/v1/claim", {"scope": "invoice", "key": "evt-2", "lease_seconds": 5})
+    clock.advance(5)
+    http.post("/v1/claim", {"scope": "invoice", "key": "evt-2"})  # -> needs_reconciliation
+    return lease, stale[1]["lease_token"]
+
+
+def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
+    lease, stale_lease = setup_victim(http, clock)
+    accounts = app.extensions["keystore"].accounts
+    foreign_op = Http(http.client, accounts.create_token("globex", "operator", None, T0))
+    foreign = Http(http.client, tokens["globex"])
+    before = http.get("/v1/keys", **REF)[1]["record"]
+    calls = {
+        ("GET", "/v1/keys"): lambda: foreign.get("/v1/keys", **REF),
+        ("POST", "/v1/complete"): lambda: foreign.post("/v1/complete", {
+            **REF, "lease_token": lease, "state": "failed"}),
+        ("POST", "/v1/release"): lambda: foreign.post("/v1/release", {
+            "scope": "invoice", "key": "evt-2", "lease_token": stale_lease}),
+        ("POST", "/v1/extend"): lambda: foreign.post("/v1/extend", {
+            "scope": "invoice", "key": "evt-2", "lease_token": stale_lease,
+            "lease_seconds": 60}),
+        ("POST", "/v1/expire"): lambda: foreign_op.post("/v1/expire", REF),
+        ("POST", "/v1/resolve"): lambda: foreign_op.post("/v1/resolve", {
+            "scope": "invoice", "key": "evt-2", "action": "release"}),
+        ("GET", "/v1/reviews"): lambda: foreign_op.get("/v1/reviews"),
+        ("GET", "/v1/report"): lambda: foreign_op.get("/v1/report", date="2027-01-15"),
+        ("POST", "/v1/claim"): lambda: foreign.post("/v1/claim", {**REF, "payload": 3}),
+        ("POST", "/v1/claim/batch"): lambda: foreign.post("/v1/claim/batch", {
+            "scope": "invoice", "items": [{"key": "evt-1", "payload": 3},
+                                          {"key": "evt-2"}]}),
+    }
+    documented = {(m.upper(), p) for p, ops in document()["paths"].items() for m in ops
+                  if p.startswith("/v1/")}
+    assert documented == set(calls), "a new endpoint needs its cross-tenant case here"
+    answers = {call: fn() for call, fn in calls.items()}
+    for call in [("GET", "/v1/keys"), ("POST", "/v1/complete"), ("POST", "/v1/release"),
+                 ("POST", "/v1/extend"), ("POST", "/v1/expire"), ("POST", "/v1/resolve")]:
+        status, body, _ = answers[call]
+        assert (status, body["error"]["code"]) == (404, "not_found"), call
+    assert answers[("GET", "/v1/reviews")][1]["reviews"] == []
+    assert answers[("GET", "/v1/report")][1]["scopes"] == []
+    assert answers[("POST", "/v1/claim")][1]["outcome"] == "acquired"  # its own record
+    assert [r["outcome"] for r in answers[("POST", "/v1/claim/batch")][1]["results"]] == \
+        ["in_progress", "acquired"]  # its own records: evt-1 was just claimed above
+    leaked = str(answers)
+    assert "INV-SECRET" not in leaked and before["fingerprint"] not in leaked
+    after = http.get("/v1/keys", **REF)[1]["record"]
+    assert after == before  # acme's record untouched
+    assert http.get("/v1/keys", scope="invoice", key="evt-2")[1]["record"]["state"] == \
+        "needs_reconciliation"
+
+
+def test_tokens_are_stored_only_as_hashes(app, http, tokens):
+    lease = http.post("/v1/claim", {**REF, "payload": 1})[1]["lease_token"]
+    engine = app.extensions["keystore"].database.engine
+    with engine.connect() as conn:
+        dump = repr([conn.execute(select(t)).all() for t in metadata.sorted_tables])
+    for secret in [*tokens.values(), lease]:
+        assert secret not in dump
+
+
+def test_tokens_are_compared_in_constant_time(app, tokens, monkeypatch):
+    compared = []
+    real = hmac.compare_digest
+
+    def spy(a, b):
+        compared.append(True)
+        return real(a, b)
+    monkeypatch.setattr(hmac, "compare_digest", spy)
+    accounts = app.extensions["keystore"].accounts
+    assert accounts.principal(tokens["acme"]) is not None and compared
