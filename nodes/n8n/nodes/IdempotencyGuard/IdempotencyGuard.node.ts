@@ -1,0 +1,83 @@
+import type {
+	IExecuteFunctions,
+	INodeExecutionData,
+	INodeType,
+	INodeTypeDescription,
+} from 'n8n-workflow';
+import { NodeConnectionTypes } from 'n8n-workflow';
+
+import { runGuard } from './execute';
+import {
+	claimOptions,
+	outputField,
+	payloadProperties,
+	scopeAndKey,
+} from '../shared/properties';
+
+/**
+ * Claim a stable key before a side effect and branch on the answer: New (do it; the lease
+ * token travels with the item), Already Done (the first attempt's stored result), Needs
+ * Attention (a different payload, an unknown outcome, or still running after the wait).
+ */
+export class IdempotencyGuard implements INodeType {
+	description: INodeTypeDescription = {
+		displayName: 'Idempotency Guard',
+		name: 'idempotencyGuard',
+		icon: 'file:keystore.svg',
+		group: ['transform'],
+		version: 1,
+		subtitle: '={{ $parameter["scope"] }}',
+		description:
+			'Let each business event through once: New, Already Done or Needs Attention, decided by an Idempotency Key Store',
+		defaults: { name: 'Idempotency Guard' },
+		inputs: [NodeConnectionTypes.Main],
+		outputs: [NodeConnectionTypes.Main, NodeConnectionTypes.Main, NodeConnectionTypes.Main],
+		outputNames: ['New', 'Already Done', 'Needs Attention'],
+		usableAsTool: true,
+		credentials: [{ name: 'idempotencyKeyStoreApi', required: true }],
+		properties: [
+			{
+				displayName:
+					'New: do the side effect, then an Idempotency Key Store node with Complete. On its error branch: Release.',
+				name: 'notice',
+				type: 'notice',
+				default: '',
+			},
+			...scopeAndKey(),
+			...payloadProperties(),
+			{
+				displayName: 'Claim Items',
+				name: 'mode',
+				type: 'options',
+				default: 'single',
+				options: [
+					{
+						name: 'All at Once (Batch)',
+						value: 'batch',
+						description: 'One request for all items (polling: many records per run)',
+					},
+					{
+						name: 'One by One',
+						value: 'single',
+						description: 'One claim per item (webhooks, queues)',
+					},
+				],
+			},
+			{
+				displayName: 'Wait for a Running Attempt (Seconds)',
+				name: 'waitSeconds',
+				type: 'number',
+				typeOptions: { minValue: 0, maxValue: 300 },
+				default: 10,
+				description:
+					'When another execution is still working on the same key, wait this long for its result before sending the item to Needs Attention',
+			},
+			claimOptions(),
+			outputField(),
+		],
+	};
+
+	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
+		return runGuard(this, this.continueOnFail());
+	}
+}

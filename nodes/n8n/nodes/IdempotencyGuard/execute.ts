@@ -1,0 +1,153 @@
+/**
+ * The Guard's execution: claim every item (one by one, or in batches of up to 1,000), settle
+ * each on New, Already Done or Needs Attention, keep item pairing. If the node fails halfway,
+ * the leases it already acquired in this execution are released, so items that never reached
+ * their side effect are not left for a person to reconcile.
+ */
+import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
+
+import type { JsonObject } from '../shared/contract';
+import type { Guarded } from '../shared/guard';
+import { guardOne, settle } from '../shared/guard';
+import type { Ctx, IndexedClaim } from '../shared/keystore';
+import { claimInBatches, recordCall } from '../shared/keystore';
+import { readClaim, readClaimOptions } from '../shared/properties';
+import { NEEDS_ATTENTION, guardInfo, refusedInfo, withInfo } from '../shared/routing';
+import { asNodeError, baseUrl } from '../shared/transport';
+
+type Outputs = INodeExecutionData[][];
+
+interface Claimed {
+	index: number;
+	scope: string;
+	key: string;
+	leaseToken: string;
+}
+
+export async function runGuard(ctx: IExecuteFunctions, continueOnFail: boolean): Promise<Outputs> {
+	const items = ctx.getInputData();
+	const c: Ctx = { ctx, url: await baseUrl(ctx) };
+	const outputs: Outputs = [[], [], []];
+	const acquired: Claimed[] = [];
+	const mode = ctx.getNodeParameter('mode', 0) as 'single' | 'batch';
+	const fail: Fail = (index, error) => {
+		if (!continueOnFail) throw asNodeError(ctx, error, index);
+		outputs[NEEDS_ATTENTION].push({ json: { error: (error as Error).message }, pairedItem: { item: index } });
+	};
+	const run: Run = { c, outputs, acquired, fail };
+	try {
+		if (mode === 'batch') await batch(run, items);
+		else await oneByOne(run, items);
+	} catch (error) {
+		await releaseAll(c, acquired);
+		throw asNodeError(ctx, error);
+	}
+	return outputs;
+}
+
+/** A run of the Guard: its context, outputs, and the leases it holds so far. */
+interface Run {
+	c: Ctx;
+	outputs: Outputs;
+	acquired: Claimed[];
+	fail: Fail;
+}
+
+/** A failed item: thrown, or with "continue on fail" sent to Needs Attention as an error item. */
+type Fail = (index: number, error: unknown) => void;
+
+function hold(run: Run, index: number, scope: string, key: string, leaseToken?: string): void {
+	if (leaseToken !== undefined) run.acquired.push({ index, scope, key, leaseToken });
+}
+
+function route(run: Run, index: number, scope: string, key: string, guarded: Guarded): void {
+	const { ctx } = run.c;
+	const field = ctx.getNodeParameter('outputField', index) as string;
+	const json = ctx.getInputData()[index].json as JsonObject;
+	const info = guardInfo(scope, key, guarded.answer, guarded.output, guarded.reason);
+	run.outputs[guarded.output].push({ json: withInfo(json, field, info), pairedItem: { item: index } });
+}
+
+async function oneByOne(run: Run, items: INodeExecutionData[]) {
+	const { c } = run;
+	for (let index = 0; index < items.length; index++) {
+		try {
+			const { scope, item } = readClaim(c.ctx, index);
+			const wait = Number(c.ctx.getNodeParameter('waitSeconds', index, 0));
+			const guarded = await guardOne(c, scope, item, readClaimOptions(c.ctx, index), wait, index);
+			hold(run, index, scope, item.key, guarded.answer.lease_token);
+			route(run, index, scope, item.key, guarded);
+		} catch (error) {
+			run.fail(index, error);
+		}
+	}
+}
+
+/**
+ * Batch mode: one request per scope and 1,000 items (see claimInBatches). Every lease of a
+ * chunk is held before anything else can fail; items running elsewhere are then waited for one
+ * by one as in single mode, and a refused item goes to Needs Attention.
+ */
+async function batch(run: Run, items: INodeExecutionData[]) {
+	const { c } = run;
+	const { ctx } = c;
+	const options = readClaimOptions(ctx, 0);
+	const claims: IndexedClaim[] = [];
+	for (let index = 0; index < items.length; index++) {
+		try {
+			claims.push({ index, ...readClaim(ctx, index) });
+		} catch (error) {
+			run.fail(index, error);
+		}
+	}
+	await claimInBatches(c, claims, options, async (chunk, entries) => {
+		chunk.forEach(({ index, scope, item }, i) => {
+			const entry = entries[i];
+			if ('answer' in entry) hold(run, index, scope, item.key, entry.answer.lease_token);
+		});
+		for (let i = 0; i < chunk.length; i++) {
+			const { index, scope, item } = chunk[i];
+			const entry = entries[i];
+			if ('refused' in entry) {
+				const field = ctx.getNodeParameter('outputField', index) as string;
+				const json = ctx.getInputData()[index].json as JsonObject;
+				const info = refusedInfo(scope, item.key, entry.refused);
+				run.outputs[NEEDS_ATTENTION].push({ json: withInfo(json, field, info), pairedItem: { item: index } });
+				continue;
+			}
+			const wait = Number(ctx.getNodeParameter('waitSeconds', index, 0));
+			const waited = entry.answer.outcome === 'in_progress' && wait >= 1;
+			const guarded = waited
+				? await guardOne(c, scope, item, options, wait, index, entry.answer)
+				: settle(entry.answer);
+			if (waited) hold(run, index, scope, item.key, guarded.answer.lease_token);
+			route(run, index, scope, item.key, guarded);
+		}
+	});
+	for (const output of run.outputs) output.sort((a, b) => pairedIndex(a) - pairedIndex(b));
+}
+
+function pairedIndex(item: INodeExecutionData): number {
+	const paired = item.pairedItem;
+	return typeof paired === 'object' && paired !== null && !Array.isArray(paired) ? paired.item : 0;
+}
+
+async function releaseAll(c: Ctx, acquired: Claimed[]): Promise<void> {
+	for (const claimed of acquired) {
+		try {
+			await recordCall(
+				c,
+				'/v1/release',
+				{
+					scope: claimed.scope,
+					key: claimed.key,
+					lease_token: claimed.leaseToken,
+					reason: 'the Guard node failed before this item reached its side effect',
+				},
+				claimed.index,
+			);
+		} catch {
+			// Best effort: if the release fails too, the lease runs out and a person sees it.
+		}
+	}
+}

@@ -1,0 +1,130 @@
+/**
+ * The key store's wire contract (v1), as the nodes see it: the record, the outcomes of a claim,
+ * and the one pure function that turns an HTTP answer into a typed claim result.
+ * No n8n imports here, so the unit tests exercise it directly.
+ */
+
+export type State = 'in_progress' | 'succeeded' | 'failed' | 'released' | 'needs_reconciliation';
+
+export type Outcome =
+	| 'acquired'
+	| 'replay'
+	| 'in_progress'
+	| 'needs_reconciliation'
+	| 'fingerprint_mismatch';
+
+export type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue };
+export type JsonObject = { [key: string]: JsonValue };
+
+export interface StoredResult {
+	resource_id?: string | null;
+	status_code?: number | null;
+	body?: JsonValue;
+}
+
+export interface KeyRecord {
+	scope: string;
+	key: string;
+	state: State;
+	fingerprint: string | null;
+	version: number | string | null;
+	attempt: number;
+	first_seen_at: string;
+	last_seen_at: string;
+	expires_at: string;
+	lease_expires_at: string | null;
+	duplicate_count: number;
+	checkpoint: { step: string | null; resource_id: string | null; at: string } | null;
+	result: StoredResult | null;
+	review: JsonObject | null;
+}
+
+export interface ErrorBody {
+	code: string;
+	message: string;
+	details: JsonObject;
+}
+
+/** What one claim (single or one item of a batch) answered. */
+export interface ClaimAnswer {
+	outcome: Outcome;
+	record: KeyRecord;
+	lease_token?: string;
+	attempt?: number;
+	error?: ErrorBody;
+	/** Seconds until the holder's lease runs out, for `in_progress`. */
+	retry_after_seconds?: number;
+}
+
+/** An HTTP answer, reduced to what the contract needs. */
+export interface Answer {
+	status: number;
+	body: unknown;
+	headers: Record<string, unknown>;
+}
+
+const OUTCOMES: readonly string[] = [
+	'acquired',
+	'replay',
+	'in_progress',
+	'needs_reconciliation',
+	'fingerprint_mismatch',
+];
+
+function isObject(value: unknown): value is Record<string, unknown> {
+	return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+/** The contract's error object of a body, or undefined when the body has none. */
+export function errorOf(body: unknown): ErrorBody | undefined {
+	if (!isObject(body) || !isObject(body.error)) return undefined;
+	const { code, message, details } = body.error;
+	if (typeof code !== 'string') return undefined;
+	return {
+		code,
+		message: typeof message === 'string' ? message : code,
+		details: isObject(details) ? (details as JsonObject) : {},
+	};
+}
+
+/**
+ * A claim result from a claim's response body (single claim, or one entry of a batch's
+ * `results`). Returns undefined when the body is not a claim answer (a 400, 401, 503...): the
+ * caller then treats it as an error of the request, not as an outcome.
+ */
+export function claimAnswerOf(body: unknown, headers: Record<string, unknown> = {}): ClaimAnswer | undefined {
+	if (!isObject(body) || typeof body.outcome !== 'string' || !OUTCOMES.includes(body.outcome)) {
+		return undefined;
+	}
+	if (!isObject(body.record)) return undefined;
+	const answer: ClaimAnswer = {
+		outcome: body.outcome as Outcome,
+		record: body.record as unknown as KeyRecord,
+	};
+	if (typeof body.lease_token === 'string') answer.lease_token = body.lease_token;
+	if (typeof body.attempt === 'number') answer.attempt = body.attempt;
+	const error = errorOf(body);
+	if (error) answer.error = error;
+	const retryAfter = retryAfterOf(error, headers);
+	if (answer.outcome === 'in_progress' && retryAfter !== undefined) {
+		answer.retry_after_seconds = retryAfter;
+	}
+	if (answer.outcome === 'acquired' && answer.lease_token === undefined) return undefined;
+	return answer;
+}
+
+function retryAfterOf(error: ErrorBody | undefined, headers: Record<string, unknown>): number | undefined {
+	const fromDetails = error?.details.retry_after_seconds;
+	if (typeof fromDetails === 'number') return fromDetails;
+	const header = headers['retry-after'] ?? headers['Retry-After'];
+	const seconds = Number(header);
+	return header !== undefined && Number.isFinite(seconds) ? seconds : undefined;
+}
+
+/** The `record` of a record response (complete, release, extend, lookup, expire). */
+export function recordOf(body: unknown): KeyRecord | undefined {
+	return isObject(body) && isObject(body.record) ? (body.record as unknown as KeyRecord) : undefined;
+}
+
+export const MAX_WAIT_PER_LOOKUP = 30; // the contract's limit on GET /v1/keys?wait=
+export const MAX_BATCH_ITEMS = 1000; // the contract's limit on POST /v1/claim/batch
