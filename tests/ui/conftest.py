@@ -12,8 +12,7 @@ from keystore_service.accounts import AccountError, Accounts
 from keystore_service.app import create_app
 from keystore_service.db import Database, create
 from keystore_service.settings import Settings
-from tests.integration.conftest import Http
-from tests.support import T0
+from tests.support import T0, Http
 
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
 

@@ -13,7 +13,7 @@ import pytest
 from itsdangerous import URLSafeSerializer
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.integration.conftest import Http
+from tests.support import Http
 
 from .conftest import Browser, mismatch, stale
 
