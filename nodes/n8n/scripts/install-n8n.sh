@@ -9,7 +9,9 @@ here="$(cd "$(dirname "$0")/.." && pwd)"
 spec="$here/test/e2e/n8n-install"
 version="$(node -p "require('$spec/package.json').dependencies.n8n")"
 dir="${KEYSTORE_CI_CACHE:-$HOME/.cache/keystore-ci}/n8n-$version"
-stamp="$(sha256sum "$spec/package.json" "$spec/package-lock.json" | sha256sum | cut -c1-16)"
+# The files' contents only: sha256sum's listing would also carry their paths, and every clone
+# (CI clones afresh) would then miss the cache.
+stamp="$(cat "$spec/package.json" "$spec/package-lock.json" | sha256sum | cut -c1-16)"
 
 if [ "$(cat "$dir/.installed" 2>/dev/null || true)" != "$stamp" ]; then
   echo "install-n8n: installing n8n@$version into $dir (several minutes, once per version)" >&2
