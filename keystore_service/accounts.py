@@ -28,6 +28,7 @@ class Principal:
     tenant: str
     role: str
     token_name: str
+    token_id: int = 0
 
     @property
     def is_operator(self) -> bool:
@@ -48,7 +49,7 @@ class Accounts:
         d = db.engine.dialect
         t, k = tenants.c, tokens.c
         self._by_hash = Sql(
-            select(k.token_hash, k.tenant_id, t.name, k.role, k.name)
+            select(k.token_hash, k.tenant_id, t.name, k.role, k.name, k.id)
             .join_from(tokens, tenants, k.tenant_id == t.id)
             .where(k.token_hash == bindparam("h"), k.revoked_at.is_(None)), d)
         self._tenant_id = Sql(select(t.id).where(t.name == bindparam("name")), d)
@@ -70,7 +71,13 @@ class Accounts:
             row = self._by_hash.one(cur, {"h": digest})
         if row is None or not hmac.compare_digest(row[0], digest):
             return None
-        return Principal(tenant_id=row[1], tenant=row[2], role=row[3], token_name=row[4])
+        return Principal(tenant_id=row[1], tenant=row[2], role=row[3], token_name=row[4],
+                         token_id=row[5])
+
+    def tenant_id(self, name: str) -> Optional[int]:
+        with self.db.connection() as cur:
+            row = self._tenant_id.one(cur, {"name": name})
+        return row[0] if row else None
 
     def tenant_count(self) -> int:
         with self.db.connection() as cur:

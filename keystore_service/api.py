@@ -10,7 +10,7 @@ from . import canonical, errors, schemas, versions
 from .auth import require_operator
 from .batch import Item, ItemResult
 from .domain import Outcome
-from .render import error_json, record_json, respond, validation_details
+from .render import error_json, record_json, respond, review_json, rfc3339, validation_details
 from .service import Claim, KeyStoreService
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
@@ -22,10 +22,16 @@ def _service() -> KeyStoreService:
     return current_app.extensions["keystore"].service
 
 
+def _record(record) -> dict:
+    return record_json(record, _service().open_review)
+
+
 @bp.before_request
 def _authenticate() -> None:
-    g.principal = current_app.extensions["keystore"].auth.authenticate(
-        request.headers.get("Authorization"))
+    ks = current_app.extensions["keystore"]
+    g.principal = ks.auth.authenticate(request.headers.get("Authorization"))
+    if ks.limiter.enabled:
+        ks.limiter.check(g.principal.token_id)
 
 
 def _body(model: type[M]) -> M:
@@ -57,20 +63,31 @@ def _version(body: schemas.ClaimRequest | schemas.BatchItem) -> tuple[str | None
     return versions.parse(body.version) if body.version is not None else (None, None)
 
 
+def _metrics():
+    return current_app.extensions["keystore"].metrics
+
+
 @bp.post("/claim")
 def claim():
     body = _body(schemas.ClaimRequest)
     settings = current_app.extensions["keystore"].settings
-    result = _service().claim(g.principal.tenant_id, Claim(
-        body.scope, body.key, _fingerprint(body, "payload"),
-        body.ttl_seconds or settings.default_ttl_seconds,
-        body.lease_seconds or settings.default_lease_seconds, body.on_stale, *_version(body)))
+    try:
+        result = _service().claim(g.principal.tenant_id, Claim(
+            body.scope, body.key, _fingerprint(body, "payload"),
+            body.ttl_seconds or settings.default_ttl_seconds,
+            body.lease_seconds or settings.default_lease_seconds, body.on_stale,
+            *_version(body)))
+    except errors.KeystoreError as exc:
+        if exc.outcome:
+            _metrics().claim(body.scope, exc.outcome)
+        raise
+    _metrics().claim(body.scope, result.outcome.value)
     record = result.record
     if result.outcome is Outcome.REPLAY:
-        return respond({"outcome": "replay", "record": record_json(record)}, 200, record,
+        return respond({"outcome": "replay", "record": _record(record)}, 200, record,
                        {"Idempotent-Replayed": "true"})
     return respond({"outcome": "acquired", "lease_token": result.lease_token,
-                    "attempt": record.attempt, "record": record_json(record)}, 201, record)
+                    "attempt": record.attempt, "record": _record(record)}, 201, record)
 
 
 @bp.post("/claim/batch")
@@ -83,6 +100,9 @@ def claim_batch():
         g.principal.tenant_id, body.scope, items,
         body.ttl_seconds or settings.default_ttl_seconds,
         body.lease_seconds or settings.default_lease_seconds, body.on_stale)
+    for r in results:
+        if r.outcome is not None:
+            _metrics().claim(body.scope, r.outcome.value)
     return respond({"results": [_item_json(r) for r in results]})
 
 
@@ -95,7 +115,7 @@ def _item_json(r: ItemResult) -> dict:
     if r.error is not None:
         out["error"] = error_json(r.error)
     if r.record is not None:
-        out["record"] = record_json(r.record)
+        out["record"] = _record(r.record)
     return out
 
 
@@ -115,8 +135,9 @@ def _result_json(result: schemas.ResultIn | None) -> str:
 def complete():
     body = _body(schemas.CompleteRequest)
     record = _service().complete(g.principal.tenant_id, body.scope, body.key, body.lease_token,
-                                 body.state, _result_json(body.result))
-    return respond({"record": record_json(record)}, 200, record)
+                                 body.state, _result_json(body.result),
+                                 body.result.resource_id if body.result else None)
+    return respond({"record": _record(record)}, 200, record)
 
 
 @bp.post("/release")
@@ -124,7 +145,7 @@ def release():
     body = _body(schemas.ReleaseRequest)
     record = _service().release(g.principal.tenant_id, body.scope, body.key, body.lease_token,
                                 body.reason)
-    return respond({"record": record_json(record)}, 200, record)
+    return respond({"record": _record(record)}, 200, record)
 
 
 @bp.post("/extend")
@@ -132,14 +153,14 @@ def extend():
     body = _body(schemas.ExtendRequest)
     record = _service().extend(g.principal.tenant_id, body.scope, body.key, body.lease_token,
                                body.lease_seconds, body.checkpoint, body.resource_id)
-    return respond({"record": record_json(record)}, 200, record)
+    return respond({"record": _record(record)}, 200, record)
 
 
 @bp.get("/keys")
 def lookup():
     query = _validate(schemas.LookupQuery, request.args.to_dict())
     record = _service().lookup(g.principal.tenant_id, query.scope, query.key, query.wait or 0)
-    return respond({"record": record_json(record)}, 200, record)
+    return respond({"record": _record(record)}, 200, record)
 
 
 @bp.post("/expire")
@@ -147,4 +168,44 @@ def expire():
     require_operator(g.principal)
     body = _body(schemas.ExpireRequest)
     record = _service().expire(g.principal.tenant_id, body.scope, body.key)
-    return respond({"record": record_json(record)}, 200, record)
+    return respond({"record": _record(record)}, 200, record)
+
+
+# --- operators ----------------------------------------------------------------------------
+
+@bp.get("/reviews")
+def list_reviews():
+    require_operator(g.principal)
+    q = _validate(schemas.ReviewsQuery, request.args.to_dict())
+    page, cursor = current_app.extensions["keystore"].operations.list_reviews(
+        g.principal.tenant_id, q.state, q.kind, q.scope, q.key, q.min_age_seconds, q.limit,
+        q.cursor)
+    items = [{**review_json(v), "record": _record(r) if r is not None else None}
+             for v, r in page]
+    return respond({"reviews": items, "next_cursor": cursor})
+
+
+@bp.post("/resolve")
+def resolve():
+    require_operator(g.principal)
+    body = _body(schemas.ResolveRequest)
+    result = None
+    if body.result is not None:
+        if body.action not in ("mark_succeeded", "mark_failed"):
+            raise errors.InvalidRequest("a result goes with mark_succeeded or mark_failed",
+                                        details={"field": "result"})
+        result = _result_json(body.result)
+    record, closed = current_app.extensions["keystore"].operations.resolve(
+        g.principal, body.scope, body.key, body.action, body.review_id, result,
+        body.result.resource_id if body.result else None)
+    return respond({"record": _record(record), "closed_reviews": closed}, 200, record)
+
+
+@bp.get("/report")
+def report():
+    require_operator(g.principal)
+    q = _validate(schemas.ReportQuery, request.args.to_dict())
+    ks = current_app.extensions["keystore"]
+    body = ks.reports.daily(g.principal.tenant_id, q.date, ks.service.clock())
+    body["generated_at"] = rfc3339(body["generated_at"])
+    return respond(body)

@@ -11,14 +11,19 @@ import uuid
 from dataclasses import dataclass
 from typing import Optional
 
-from flask import Flask, g, request
+from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from . import canonical, db, errors, openapi
+from . import canonical, db, errors, metrics, openapi
 from .accounts import Accounts
 from .auth import Authenticator
 from .batch import BatchClaims
+from .jobs import Jobs, Timer
+from .operations import Operations
+from .ratelimit import RateLimiter
 from .render import error_response, respond
+from .report import Reports
+from .reviews import ReviewStore
 from .service import Clock, KeyStoreService, system_clock
 from .settings import Settings, load
 from .store import RecordStore
@@ -37,6 +42,11 @@ class Keystore:
     accounts: Accounts
     auth: Authenticator
     batch: BatchClaims
+    operations: Operations
+    jobs: Jobs
+    reports: Reports
+    metrics: metrics.Metrics
+    limiter: RateLimiter
 
 
 def build(settings: Settings, clock: Clock = system_clock) -> Keystore:
@@ -45,24 +55,39 @@ def build(settings: Settings, clock: Clock = system_clock) -> Keystore:
                        sqlite_synchronous=settings.sqlite_synchronous)
     database = db.Database(engine)
     accounts, records = Accounts(database), RecordStore(database)
-    return Keystore(settings, database, KeyStoreService(records, clock), accounts,
+    observed = metrics.Metrics(settings.metrics_max_scopes)
+    service = KeyStoreService(records, ReviewStore(database), clock, observed)
+    return Keystore(settings, database, service, accounts,
                     Authenticator(accounts, settings.token_cache_seconds),
-                    BatchClaims(records, clock))
+                    BatchClaims(service), Operations(service),
+                    Jobs(service, settings.keep_finished_seconds,
+                         settings.keep_unresolved_seconds),
+                    Reports(database), observed,
+                    RateLimiter(database, settings.rate_limit_requests,
+                                settings.rate_limit_window_seconds, clock))
 
 
-def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock) -> Flask:
+def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock, *,
+               background_jobs: bool = False) -> Flask:
+    """The Flask app. `background_jobs=True` (as `keystore serve` does) also starts the
+    reconciler and sweeper timer of this process."""
     settings = settings or load()
     app = Flask("keystore_service")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False
-    app.extensions["keystore"] = build(settings, clock)
+    keystore = app.extensions["keystore"] = build(settings, clock)
 
     from .api import bp
     app.register_blueprint(bp)
     _service_endpoints(app)
     _error_handlers(app)
+    _request_metrics(app)
     if settings.access_log:
         _access_log(app)
+    if background_jobs:
+        app.extensions["keystore_timer"] = Timer(
+            keystore.jobs, settings.reconcile_interval_seconds,
+            settings.sweep_interval_seconds).start()
     return app
 
 
@@ -77,6 +102,13 @@ def _service_endpoints(app: Flask) -> None:
         return respond({"status": "ready"})
 
     spec = openapi.document()
+
+    @app.get("/metrics")
+    def prometheus():
+        ks = app.extensions["keystore"]
+        body = metrics.exposition(ks.database, ks.service.clock)
+        return Response(body, 200, mimetype="text/plain", headers={
+            "Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
     if app.extensions["keystore"].settings.bench_noop:
         @app.post("/bench/noop")
@@ -95,7 +127,12 @@ def _service_endpoints(app: Flask) -> None:
 def _error_handlers(app: Flask) -> None:
     @app.errorhandler(errors.KeystoreError)
     def _keystore_error(exc: errors.KeystoreError):
-        return error_response(exc)
+        if isinstance(exc, errors.Unavailable):
+            app.extensions["keystore"].metrics.database_error()
+            review_of = None  # the database is why we are here: do not ask it again
+        else:
+            review_of = app.extensions["keystore"].service.open_review
+        return error_response(exc, review_of)
 
     @app.errorhandler(HTTPException)
     def _http_error(exc: HTTPException):
@@ -119,6 +156,21 @@ def _error_handlers(app: Flask) -> None:
         log.error("internal error on %s %s (request %r)", request.method, request.path,
                   request_id, exc_info=exc)
         return error_response(errors.InternalError())
+
+
+def _request_metrics(app: Flask) -> None:
+    observed = app.extensions["keystore"].metrics
+
+    @app.before_request
+    def _clock_in() -> None:
+        g.t0 = time.perf_counter()
+
+    @app.teardown_request
+    def _clock_out(_exc) -> None:
+        started = g.get("t0")
+        if started is not None:
+            rule = request.url_rule
+            observed.request(rule.rule if rule else "unmatched", time.perf_counter() - started)
 
 
 def _access_log(app: Flask) -> None:

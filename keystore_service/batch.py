@@ -13,9 +13,9 @@ from dataclasses import dataclass, replace
 from typing import Optional
 
 from . import domain, errors
-from .domain import Action, Outcome, Record
-from .service import Clock, claim_changes, new_lease_token, refusal
-from .store import RecordStore, new_record_values
+from .domain import Action, Outcome, Record, State
+from .service import KeyStoreService, claim_changes, new_lease_token, refusal
+from .store import new_record_values
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,19 +35,25 @@ class ItemResult:
 
 
 class BatchClaims:
-    def __init__(self, records: RecordStore, clock: Clock):
-        self.records = records
-        self.clock = clock
+    def __init__(self, service: KeyStoreService):
+        self.service = service
+        self.records = service.records
+        self.clock = service.clock
 
     def claim(self, tenant_id: int, scope: str, items: list[Item], ttl_seconds: int,
               lease_seconds: int, on_stale: str) -> list[ItemResult]:
         now = self.clock()
+        tokens = {item.key: new_lease_token() for item in items}  # one per key, kept across
+        return self.service.through_outages(lambda: self._claim(  # repeats of the batch
+            tenant_id, scope, items, ttl_seconds, lease_seconds, on_stale, now, tokens))
+
+    def _claim(self, tenant_id: int, scope: str, items: list[Item], ttl_seconds: int,
+               lease_seconds: int, on_stale: str, now: int, tokens: dict) -> list[ItemResult]:
         lease_until = now + lease_seconds * domain.SECOND
         expires_at = now + ttl_seconds * domain.SECOND
         firsts: dict[str, Item] = {}
         for item in items:
             firsts.setdefault(item.key, item)
-        tokens = {key: new_lease_token() for key in firsts}
         shared = {"tenant_id": tenant_id, "scope": scope, "now": now, "lease_until": lease_until,
                   "expires_at": expires_at, "on_stale": on_stale}
         rows = [(k, it.fingerprint, tokens[k][1], it.version_kind, it.version)
@@ -67,24 +73,35 @@ class BatchClaims:
                     results.append(ItemResult(Outcome.ACQUIRED, view[item.key],
                                               tokens[item.key][0]))
                     continue
-                results.append(self._one(cur, item, view, pending, shared, now))
+                results.append(self._one(cur, item, view, pending, shared, now, firsts,
+                                         tokens))
             batch.add_counts(cur, pending, now)
         return results
 
-    def _one(self, cur, item: Item, view: dict, pending: dict, shared: dict,
-             now: int) -> ItemResult:
+    def _one(self, cur, item: Item, view: dict, pending: dict, shared: dict, now: int,
+             firsts: dict, tokens: dict) -> ItemResult:
         seen = view.get(item.key)
         if seen is None:  # purged between the insert and the read: nothing is committed
             raise errors.Unavailable("a record changed under the batch; send it again")
+        if firsts.get(item.key) is item and seen.lease_token_hash == tokens[item.key][1]:
+            return ItemResult(Outcome.ACQUIRED, seen, tokens[item.key][0])  # our own write,
+            # found again after the batch was repeated through a database outage
         query = domain.ClaimRequest(item.fingerprint, item.version_kind, item.version)
         decision = domain.decide_claim(seen, query, now)
         if decision.action is Action.COUNT_REPEAT:
             pending[seen.id] += 1
-            view[item.key] = replace(seen, duplicate_count=seen.duplicate_count + 1,
-                                     last_seen_at=now)
-            return _answered(decision.outcome, view[item.key], now)
+            counted = replace(seen, duplicate_count=seen.duplicate_count + 1, last_seen_at=now)
+            if seen.state == State.NEEDS_RECONCILIATION.value:  # counts on its review too
+                review = self.service.reviews.open_or_count(cur, seen, "stale_lease", now)
+                counted = replace(counted, review_id=seen.review_id or review.id)
+            view[item.key] = counted
+            return _answered(decision.outcome, counted, now)
         if decision.action is Action.NOTHING:
-            return _answered(decision.outcome, seen, now)
+            error = self.service.refuse(cur, decision.outcome, seen, item.fingerprint, now)
+            view[item.key] = error.record
+            shown = None if decision.outcome is Outcome.VERSION_KIND_CONFLICT else \
+                decision.outcome
+            return ItemResult(shown, error.record, error=error)
         if pending.get(seen.id):  # the compare-and-set below returns the true counters
             self.records.batch.add_counts(cur, {seen.id: pending.pop(seen.id)}, now)
         token, token_hash = new_lease_token()
@@ -96,6 +113,7 @@ class BatchClaims:
         new = self.records.compare_and_set(seen, changes, cur, ended)
         if new is None:  # the rows are locked (FOR UPDATE, or SQLite's write lock)
             raise errors.Unavailable("a record changed under the batch; send it again")
+        new = self.service.after_claim(cur, decision, seen, new, now)
         view[item.key] = new
         if decision.outcome is Outcome.ACQUIRED:
             return ItemResult(Outcome.ACQUIRED, new, token)

@@ -5,8 +5,14 @@ everything meant for a person goes to stderr.
 """
 from __future__ import annotations
 
+import datetime as dt
+import json
 import logging
+import os
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 import click
 
@@ -46,6 +52,7 @@ def main() -> None:
 @click.option("--threads", default=4, show_default=True, type=click.IntRange(1, 64))
 def serve(host: str, port: int, workers: int, threads: int) -> None:
     settings = _settings()
+    _metrics_directory()
     revision = migrate.upgrade(settings.database_url)
     accounts, database = _accounts(settings)
     try:
@@ -60,6 +67,77 @@ def serve(host: str, port: int, workers: int, threads: int) -> None:
     _say(f"keystore: schema at revision {revision}; serving on http://{host}:{port} "
          f"({workers} workers x {threads} threads)")
     Server(settings, host, port, workers, threads).run()
+
+
+def _metrics_directory() -> None:
+    """prometheus-client's multiprocess mode needs one directory shared by the workers, set
+    before they fork, and emptied at each start."""
+    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not path:
+        path = tempfile.mkdtemp(prefix="keystore-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
+    for stale in Path(path).glob("*.db"):
+        stale.unlink()
+
+
+def _keystore():
+    from .app import build
+    settings = _settings()
+    migrate.upgrade(settings.database_url)
+    return build(settings)
+
+
+@main.command(help="Move in-progress records whose lease ran out to needs_reconciliation "
+                   "(or free them, under on_stale retry). Safe beside running services.")
+@click.option("--batch", default=500, show_default=True, type=click.IntRange(1, 10_000))
+def reconcile(batch: int) -> None:
+    ks = _keystore()
+    done = ks.jobs.reconcile(batch=batch)
+    click.echo(json.dumps(dict(done), sort_keys=True))
+    _say(f"keystore: reconciled {sum(done.values())} stale leases")
+
+
+@main.command(help="Purge expired records in short batches. Safe beside running services.")
+@click.option("--batch", default=1000, show_default=True, type=click.IntRange(1, 100_000))
+def sweep(batch: int) -> None:
+    ks = _keystore()
+    shown = [0.0]
+
+    def progress(total: int) -> None:
+        if time.monotonic() - shown[0] >= 1:
+            _say(f"keystore sweep: {total} purged so far")
+            shown[0] = time.monotonic()
+    total = ks.jobs.sweep(batch=batch, progress=progress)
+    click.echo(total)
+    _say(f"keystore: purged {total} expired records")
+
+
+@main.command(help="The daily reconciliation report of one tenant, per scope.")
+@click.option("--date", "day", default=None, help="YYYY-MM-DD (UTC); default today.")
+@click.option("--tenant", "tenant_name", default="default", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+def report(day: str | None, tenant_name: str, as_json: bool) -> None:
+    ks = _keystore()
+    try:
+        when = dt.date.fromisoformat(day) if day else dt.datetime.now(dt.UTC).date()
+    except ValueError:
+        raise click.BadParameter("use YYYY-MM-DD", param_hint="--date") from None
+    tenant_id = ks.accounts.tenant_id(tenant_name)
+    if tenant_id is None:
+        raise click.ClickException(f"no tenant {tenant_name!r}")
+    body = ks.reports.daily(tenant_id, when, system_clock())
+    if as_json:
+        click.echo(json.dumps(body, indent=2))
+        return
+    columns = ("claimed", "succeeded", "failed", "released", "in_progress",
+               "waiting_for_review", "duplicates_suppressed", "mismatches")
+    click.echo(f"Report for {body['date']} (UTC), tenant {tenant_name}")
+    click.echo("scope".ljust(28) + "".join(c[:12].rjust(13) for c in columns))
+    for row in body["scopes"]:
+        click.echo(row["scope"][:27].ljust(28) + "".join(str(row[c]).rjust(13) for c in columns))
+        for shared in row["shared_resource_ids"]:
+            click.echo(f"  ! resource {shared['resource_id']} is shared by keys "
+                       f"{', '.join(shared['keys'])}: a duplicate effect slipped through")
 
 
 @main.group(help="Database schema.")

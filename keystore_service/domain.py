@@ -58,6 +58,8 @@ class Record:
     result: Optional[str]  # canonical JSON of the stored result, once finished
     version_kind: Optional[str] = None  # "int" or "time" (one kind per record)
     version: Optional[int] = None  # an integer, or a UTC instant in nanoseconds
+    review_id: Optional[int] = None  # the oldest open review of this record, if any
+    result_resource_id: Optional[str] = None
 
 
 def lease_live(r: Record, now: Micros) -> bool:

@@ -102,7 +102,8 @@ class InternalError(KeystoreError):
 
 class Unavailable(KeystoreError):
     code, status = "unavailable", 503
-    default_message = "the database is unavailable; nothing was written, try again"
+    default_message = ("the database is unavailable; try again (repeating this request is "
+                       "safe: nothing is ever half-written)")
 
 
 BY_CODE = {cls.code: cls for cls in KeystoreError.__subclasses__()}

@@ -79,6 +79,26 @@ def _lookup() -> dict:
                                   **_errors("400", "401", "404", "429", "503")}}}
 
 
+def _operator_get(summary: str, model: type[BaseModel], params: list,
+                  required: tuple = ()) -> dict:
+    return {"get": {"summary": summary,
+                    "parameters": [{"name": n, "in": "query", "required": n in required,
+                                    "schema": schema} for n, schema in params],
+                    "responses": {"200": _json(model, "ok"),
+                                  **_errors("400", "401", "403", "429", "503")}}}
+
+
+def _resolve() -> dict:
+    responses = {"200": _json(schemas.ResolveResponse, "the record, and the reviews closed",
+                              _EXPIRES),
+                 **_errors("400", "401", "403", "404", "413", "429", "503"),
+                 "409": _json(schemas.ErrorResponse, "already_completed", _EXPIRES)}
+    return {"post": {"summary": "Resolve a record as a person decided (operator)",
+                     "requestBody": {"required": True, "content": {"application/json": {
+                         "schema": {"$ref": REF.format(model="ResolveRequest")}}}},
+                     "responses": responses}}
+
+
 def _plain(summary: str) -> dict:
     return {"get": {"summary": summary, "security": [],
                     "responses": {"200": _json(schemas.Health, "ok"),
@@ -87,7 +107,8 @@ def _plain(summary: str) -> dict:
 
 def document() -> dict:
     models = [schemas.ClaimRequest, schemas.BatchClaimRequest, schemas.BatchClaimResponse,
-              schemas.CompleteRequest, schemas.ReleaseRequest,
+              schemas.ResolveRequest, schemas.ResolveResponse, schemas.ReviewsResponse,
+              schemas.ReportResponse, schemas.CompleteRequest, schemas.ReleaseRequest,
               schemas.ExtendRequest, schemas.ExpireRequest, schemas.ClaimResponse,
               schemas.RecordResponse, schemas.ErrorResponse, schemas.Health]
     _, defs = models_json_schema([(m, "validation" if m.__name__.endswith("Request")
@@ -104,6 +125,18 @@ def document() -> dict:
         "/v1/expire": _record_call(schemas.ExpireRequest, "End the window now (operator)",
                                    ("409", "in_progress: a lease is live"), operator=True),
         "/v1/keys": _lookup(),
+        "/v1/reviews": _operator_get(
+            "What needs a person, oldest first (operator)", schemas.ReviewsResponse,
+            [("state", {"type": "string", "enum": ["open", "resolved"]}),
+             ("kind", {"type": "string", "enum": ["fingerprint_mismatch", "stale_lease"]}),
+             ("scope", {"type": "string"}), ("key", {"type": "string"}),
+             ("min_age_seconds", {"type": "integer", "minimum": 0}),
+             ("limit", {"type": "integer", "minimum": 1, "maximum": 500}),
+             ("cursor", {"type": "string"})]),
+        "/v1/resolve": _resolve(),
+        "/v1/report": _operator_get(
+            "The daily reconciliation report, per scope (operator)", schemas.ReportResponse,
+            [("date", {"type": "string", "format": "date"})], required=("date",)),
         "/healthz": _plain("The process is alive"),
         "/readyz": _plain("The database answers"),
     }

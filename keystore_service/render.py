@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from email.utils import formatdate
 from functools import lru_cache
@@ -12,6 +13,7 @@ from flask import Response
 
 from . import errors, versions
 from .domain import SECOND, Micros, Record
+from .reviews import Review
 
 log = logging.getLogger("keystore.api")
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -44,7 +46,19 @@ def imf_fixdate(us: Micros) -> str:
     return _imf_second(us // SECOND)
 
 
-def record_json(r: Record, review: Optional[dict] = None) -> dict:
+ReviewOf = Callable[[Record], Optional[Review]]
+
+
+def review_json(v: Review) -> dict:
+    """A review as the contract lists it (without its record)."""
+    return {"id": v.id, "kind": v.kind, "scope": v.scope, "key": v.key, "state": v.state,
+            "opened_at": rfc3339(v.opened_at), "count": v.count, "resolution": v.resolution,
+            "updated_at": rfc3339(v.updated_at), "resolved_at": rfc3339(v.resolved_at),
+            "resolved_by": v.resolved_by, "original_fingerprint": v.original_fingerprint,
+            "refused_fingerprints": v.refused}
+
+
+def record_json(r: Record, review_of: Optional[ReviewOf] = None) -> dict:
     checkpoint = None
     if r.checkpoint_at is not None:
         checkpoint = {"step": r.checkpoint_step, "resource_id": r.checkpoint_resource_id,
@@ -56,7 +70,7 @@ def record_json(r: Record, review: Optional[dict] = None) -> dict:
         "expires_at": rfc3339(r.expires_at), "lease_expires_at": rfc3339(r.lease_expires_at),
         "duplicate_count": r.duplicate_count, "checkpoint": checkpoint,
         "result": json.loads(r.result) if r.result is not None else None,
-        "review": review,
+        "review": review_json(review) if review_of and (review := review_of(r)) else None,
     }
 
 
@@ -75,12 +89,12 @@ def error_json(exc: errors.KeystoreError) -> dict:
     return {"code": exc.code, "message": exc.message, "details": exc.details}
 
 
-def error_response(exc: errors.KeystoreError) -> Response:
+def error_response(exc: errors.KeystoreError, review_of: Optional[ReviewOf] = None) -> Response:
     body: dict[str, Any] = {"error": error_json(exc)}
     if exc.outcome is not None:
         body["outcome"] = exc.outcome
     if exc.record is not None:
-        body["record"] = record_json(exc.record)
+        body["record"] = record_json(exc.record, review_of)
     headers = dict(exc.headers)
     if exc.status == 503 and "Retry-After" not in headers:
         headers["Retry-After"] = "1"

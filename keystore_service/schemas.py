@@ -4,6 +4,7 @@ misspelt `ttl` must not silently fall back to the default window.
 """
 from __future__ import annotations
 
+import datetime as dt
 import re
 from typing import Annotated, Any, Literal, Optional
 
@@ -128,6 +129,28 @@ class ExpireRequest(RecordRef):
     pass
 
 
+class ResolveRequest(RecordRef):
+    action: Literal["mark_succeeded", "mark_failed", "release", "dismiss"]
+    review_id: Optional[Annotated[int, Field(ge=1)]] = None
+    result: Optional[ResultIn] = Field(None, description="With mark_succeeded or mark_failed.")
+
+
+class ReviewsQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)  # query strings
+    state: Literal["open", "resolved"] = "open"
+    kind: Optional[Literal["fingerprint_mismatch", "stale_lease"]] = None
+    scope: Optional[Scope] = None
+    key: Optional[Key] = None
+    min_age_seconds: Annotated[int, Field(ge=0, le=10 * 365 * 86_400)] = 0
+    limit: Annotated[int, Field(ge=1, le=500)] = 50
+    cursor: Optional[Annotated[str, StringConstraints(max_length=200)]] = None
+
+
+class ReportQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    date: dt.date
+
+
 class LookupQuery(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)  # query strings: "5" is 5
     scope: Scope
@@ -153,6 +176,22 @@ class ResultOut(_Out):
     body: Any = None
 
 
+class ReviewOut(_Out):
+    id: int
+    kind: Literal["fingerprint_mismatch", "stale_lease"]
+    scope: str
+    key: str
+    state: Literal["open", "resolved"]
+    opened_at: str
+    count: int
+    resolution: Optional[str]
+    updated_at: str
+    resolved_at: Optional[str]
+    resolved_by: Optional[str]
+    original_fingerprint: Optional[str]
+    refused_fingerprints: list[str]
+
+
 class RecordOut(_Out):
     scope: str
     key: str
@@ -167,7 +206,42 @@ class RecordOut(_Out):
     duplicate_count: int
     checkpoint: Optional[Checkpoint]
     result: Optional[ResultOut]
-    review: Optional[dict[str, Any]]
+    review: Optional[ReviewOut]
+
+
+class ReviewItem(ReviewOut):
+    record: Optional[RecordOut]
+
+
+class ReviewsResponse(_Out):
+    reviews: list[ReviewItem]
+    next_cursor: Optional[str]
+
+
+class ResolveResponse(_Out):
+    record: RecordOut
+    closed_reviews: list[int]
+
+
+class ScopeReport(_Out):
+    scope: str
+    claimed: int
+    succeeded: int
+    failed: int
+    released: int
+    taken_over: int
+    resolved: int
+    in_progress: int
+    waiting_for_review: int
+    duplicates_suppressed: int
+    mismatches: int
+    shared_resource_ids: list[dict[str, Any]]
+
+
+class ReportResponse(_Out):
+    date: str
+    generated_at: str
+    scopes: list[ScopeReport]
 
 
 class ErrorDetail(_Out):

@@ -38,10 +38,11 @@ class Server(BaseApplication):
         if "control_socket_disable" in self.cfg.settings:
             self.cfg.set("control_socket_disable", True)
         self.cfg.set("post_fork", _dispose_inherited_pools)
+        self.cfg.set("child_exit", _worker_exited)
 
     def load(self):
         from .app import create_app
-        return create_app(self.settings)
+        return create_app(self.settings, background_jobs=True)
 
 
 def _dispose_inherited_pools(_server: Any, worker: Any) -> None:
@@ -49,3 +50,8 @@ def _dispose_inherited_pools(_server: Any, worker: Any) -> None:
     keystore = getattr(app, "extensions", {}).get("keystore") if app else None
     if keystore is not None:
         keystore.database.engine.dispose(close=False)
+
+
+def _worker_exited(_server: Any, worker: Any) -> None:
+    from .metrics import worker_exit
+    worker_exit(worker.pid)

@@ -9,15 +9,17 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, replace
+from typing import Optional, TypeVar
 
 from . import domain, errors
 from .accounts import hash_token
 from .domain import Action, Micros, Outcome, Record, State, Verdict
+from .reviews import Review, ReviewStore
 from .store import INCREMENT, RecordStore, new_record_values
 
 Clock = Callable[[], Micros]
+T = TypeVar("T")
 ROUNDS = 16  # lost compare-and-set races before giving up with 503; each needs a writer
 
 
@@ -56,10 +58,21 @@ _VERDICT_ERRORS = {
 }
 
 
+class Events:
+    """What the service reports as it goes (metrics subscribe); the default ignores it."""
+
+    def lease_expired(self, scope: str) -> None:
+        pass
+
+
 class KeyStoreService:
-    def __init__(self, records: RecordStore, clock: Clock = system_clock):
+    def __init__(self, records: RecordStore, reviews: ReviewStore, clock: Clock = system_clock,
+                 events: Optional[Events] = None, outage_seconds: float = 5.0):
         self.records = records
+        self.reviews = reviews
         self.clock = clock
+        self.events = events or Events()
+        self.outage_seconds = outage_seconds
 
     # --- claim -------------------------------------------------------------------------
 
@@ -71,36 +84,93 @@ class KeyStoreService:
             now + c.lease_seconds * domain.SECOND, now + c.ttl_seconds * domain.SECOND,
             c.on_stale, c.version_kind, c.version)
         query = domain.ClaimRequest(c.fingerprint, c.version_kind, c.version)
+        return self.through_outages(lambda: self._claim(tenant_id, c, values, query, token,
+                                                         now))
+
+    def _claim(self, tenant_id: int, c: Claim, values: dict, query: domain.ClaimRequest,
+               token: str, now: Micros) -> Claimed:
+        token_hash = values["lease_token_hash"]
         for _ in range(ROUNDS):
             row = self.records.claim(values)  # insert-or-count: one statement
             if row is not None:
                 if row.lease_token_hash == token_hash:
                     return Claimed(Outcome.ACQUIRED, row, token)
                 return _answer(domain.decide_claim(row, query, now).outcome, row, now)
+            refused = new = None
             with self.records.transaction() as cur:
                 seen = self.records.get(tenant_id, c.scope, c.key, cur)
                 if seen is None:
                     continue  # purged in between: insert again
+                if seen.lease_token_hash == token_hash:  # our own write, repeated after an
+                    return Claimed(Outcome.ACQUIRED, seen, token)  # answer lost in flight
                 decision = domain.decide_claim(seen, query, now)
-                if decision.action is Action.NOTHING:
-                    raise refusal(decision.outcome, seen, now)
-                changes, ended = claim_changes(decision.action, seen, c.on_stale, values, now)
-                new = self.records.compare_and_set(seen, changes, cur, ended)
+                if decision.action is Action.NOTHING:  # the review commits with the refusal
+                    refused = self.refuse(cur, decision.outcome, seen, c.fingerprint, now)
+                else:
+                    changes, ended = claim_changes(decision.action, seen, c.on_stale, values, now)
+                    new = self.records.compare_and_set(seen, changes, cur, ended)
+                    if new is not None:
+                        new = self.after_claim(cur, decision, seen, new, now)
+            if refused is not None:
+                raise refused
             if new is not None:
                 if decision.outcome is Outcome.ACQUIRED:
                     return Claimed(Outcome.ACQUIRED, new, token)
                 return _answer(decision.outcome, new, now)
         raise errors.Unavailable("too much contention on this key; try again")
 
+    def through_outages(self, call: Callable[[], T]) -> T:
+        """Repeat `call` while the database is unavailable, for up to `outage_seconds`.
+
+        Safe because every call repeated here recognises its own earlier write: a claim by
+        its new lease token's hash, a complete or release as the same request again. So a
+        commit whose answer was lost when the database went away is found, not doubled, and
+        the client gets its answer instead of an unknown outcome."""
+        deadline = time.monotonic() + self.outage_seconds
+        pause = 0.05
+        while True:
+            try:
+                return call()
+            except errors.Unavailable:
+                if time.monotonic() + pause > deadline:
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
+
+    def refuse(self, cur, outcome: Outcome, seen: Record, fingerprint: Optional[str],
+               now: Micros) -> errors.KeystoreError:
+        """A refused claim leaves the record untouched; a mismatch counts on its review."""
+        if outcome is Outcome.FINGERPRINT_MISMATCH:
+            review = self.reviews.open_or_count(cur, seen, "fingerprint_mismatch", now,
+                                                refused_fingerprint=fingerprint)
+            seen = replace(seen, review_id=seen.review_id or review.id)
+        return refusal(outcome, seen, now)
+
+    def after_claim(self, cur, decision: domain.ClaimDecision, seen: Record, new: Record,
+                    now: Micros) -> Record:
+        """The reviews a claim's write opens, counts on or supersedes (same transaction)."""
+        if decision.action is Action.NEW_INCARNATION:
+            if seen.review_id is not None:
+                self.reviews.close(cur, seen.id, "superseded", now)
+                new = replace(new, review_id=None)
+        elif new.state == State.NEEDS_RECONCILIATION.value:
+            review = self.reviews.open_or_count(cur, new, "stale_lease", now)
+            new = replace(new, review_id=new.review_id or review.id)
+        if seen.state == State.IN_PROGRESS.value and domain.lease_ran_out(seen, now):
+            self.events.lease_expired(seen.scope)
+        return new
+
     # --- the holder's calls ------------------------------------------------------------
 
     def complete(self, tenant_id: int, scope: str, key: str, lease_token: str, state: str,
-                 result: str) -> Record:
+                 result: str, resource_id: Optional[str] = None) -> Record:
         def decide(seen: Optional[Record], h: str, now: Micros):
             verdict = domain.decide_complete(seen, h, state, result, now)
-            return verdict, {"state": state, "result": result, "lease_expires_at": None}, \
+            return verdict, {"state": state, "result": result, "lease_expires_at": None,
+                             "result_resource_id": resource_id}, \
                 {"ending": state, "ended_at": now}
-        return self._holder_call(tenant_id, scope, key, lease_token, decide)
+        return self._holder_call(tenant_id, scope, key, lease_token, decide,
+                                 "completed_by_holder")
 
     def release(self, tenant_id: int, scope: str, key: str, lease_token: str,
                 reason: Optional[str]) -> Record:
@@ -108,7 +178,8 @@ class KeyStoreService:
             verdict = domain.decide_release(seen, h, now)
             return verdict, {"state": State.RELEASED.value, "lease_expires_at": None}, \
                 {"ending": "released", "ended_at": now, "reason": reason}
-        return self._holder_call(tenant_id, scope, key, lease_token, decide)
+        return self._holder_call(tenant_id, scope, key, lease_token, decide,
+                                 "released_by_holder")
 
     def extend(self, tenant_id: int, scope: str, key: str, lease_token: str, lease_seconds: int,
                checkpoint: Optional[str], resource_id: Optional[str]) -> Record:
@@ -123,11 +194,18 @@ class KeyStoreService:
             if checkpoint is not None or resource_id is not None:
                 changes["checkpoint_at"] = now
             return verdict, changes, None
-        return self._holder_call(tenant_id, scope, key, lease_token, decide)
+        return self._holder_call(tenant_id, scope, key, lease_token, decide,
+                                 "extended_by_holder")
 
     def _holder_call(self, tenant_id: int, scope: str, key: str, lease_token: str,
-                     decide) -> Record:
+                     decide, resolution: str) -> Record:
+        """The holder settles or revives its attempt; that closes a stale_lease review."""
         now, token_hash = self.clock(), hash_token(lease_token)
+        return self.through_outages(lambda: self._holder_rounds(
+            tenant_id, scope, key, token_hash, decide, resolution, now))
+
+    def _holder_rounds(self, tenant_id: int, scope: str, key: str, token_hash: str, decide,
+                       resolution: str, now: Micros) -> Record:
         for _ in range(ROUNDS):
             with self.records.transaction() as cur:
                 seen = self.records.get(tenant_id, scope, key, cur)
@@ -137,9 +215,19 @@ class KeyStoreService:
                 if verdict is not Verdict.APPLY:
                     raise _verdict_error(verdict, seen, now)
                 new = self.records.compare_and_set(seen, changes, cur, ended)
+                if new is not None and new.review_id is not None and \
+                        self.reviews.close(cur, new.id, resolution, now, kind="stale_lease"):
+                    new = self.records.get(tenant_id, scope, key, cur)  # its review pointer
             if new is not None:
                 return new
         raise errors.Unavailable("too much contention on this key; try again")
+
+    def open_review(self, record: Record) -> Optional[Review]:
+        """The record's oldest open review, or None (without a query when it has none)."""
+        if record.review_id is None:
+            return None
+        review = self.reviews.get(record.review_id)
+        return review if review is not None and review.state == "open" else None
 
     # --- reading and expiring ----------------------------------------------------------
 

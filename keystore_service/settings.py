@@ -31,6 +31,19 @@ class Settings(BaseSettings):
     token_cache_seconds: float = Field(5.0, ge=0, le=300)
     access_log: bool = False
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    # Background jobs in the service (0 turns one off); `keystore reconcile` / `sweep` also
+    # run them by hand or from cron.
+    reconcile_interval_seconds: float = Field(30, ge=0, le=86_400)
+    sweep_interval_seconds: float = Field(300, ge=0, le=86_400)
+    # Retention after expiry: finished and released records go at once by default (they
+    # count as absent anyway); records with an open review wait for a person, up to 30 days.
+    keep_finished_seconds: int = Field(0, ge=0, le=MAX_TTL_SECONDS)
+    keep_unresolved_seconds: int = Field(30 * 24 * HOUR, ge=0, le=MAX_TTL_SECONDS)
+    # Per-token rate limit: requests per window, counted across all workers and instances in
+    # the database (one extra statement per request while on). 0 = off (the default).
+    rate_limit_requests: int = Field(0, ge=0, le=10_000_000)
+    rate_limit_window_seconds: int = Field(60, ge=1, le=3600)
+    metrics_max_scopes: int = Field(100, ge=1, le=10_000)
     # Benchmarks only: POST /bench/noop parses a JSON body and answers, through the same app
     # and server configuration, as the ceiling a claim is measured against (docs/benchmarks.md).
     bench_noop: bool = False

@@ -18,8 +18,11 @@ class Sql:
 
     __slots__ = ("text", "_defaults")
 
-    def __init__(self, stmt: ClauseElement, dialect: Dialect):
-        compiled = stmt.compile(dialect=dialect)
+    def __init__(self, stmt: ClauseElement, dialect: Dialect, *, bound: bool = False):
+        """`bound=True` for a statement built for one call with all its values in it: IN
+        lists are then expanded at compile time (operator queries, never the hot path)."""
+        compiled = stmt.compile(dialect=dialect,
+                                compile_kwargs={"render_postcompile": True} if bound else {})
         self.text = compiled.string
         # Literal values inside the statement (state names, + 1) become anonymous binds.
         self._defaults = {k: v for k, v in compiled.params.items() if v is not None}
@@ -38,7 +41,8 @@ class Sql:
 COLUMNS = ("id, tenant_id, scope, key, state, fingerprint, attempt, incarnation, "
             "lease_token_hash, lease_acquired_at, lease_expires_at, on_stale, first_seen_at, "
             "last_seen_at, expires_at, duplicate_count, checkpoint_step, "
-            "checkpoint_resource_id, checkpoint_at, result, version_kind, version")
+            "checkpoint_resource_id, checkpoint_at, result, version_kind, version, review_id, "
+           "result_resource_id")
 _INSERTED = ("tenant_id, scope, key, state, fingerprint, attempt, incarnation, lease_token_hash, "
              "lease_acquired_at, lease_expires_at, on_stale, first_seen_at, last_seen_at, "
              "expires_at, duplicate_count, version_kind, version")

@@ -46,8 +46,12 @@ def counted_repeat_sql(row: Any, claim: Any):
     unversioned = or_(version.is_(None), row.version.is_(None))
     replay = and_(finished, or_(and_(fp_ok, or_(unversioned, version == row.version)),
                                 version < row.version))
-    waiting = and_(fp_ok, or_(live, row.state == State.NEEDS_RECONCILIATION.value))
-    return and_(not_expired, same_kind, or_(replay, waiting))
+    # needs_reconciliation repeats are left to the slow path: they also count on the review
+    waiting = and_(fp_ok, live)
+    # A claim repeated after its answer was lost finds its own lease: not a repeat to count
+    # (the slow path recognises it by the token's hash and answers acquired).
+    not_ours = row.lease_token_hash.is_distinct_from(claim.lease_token_hash)
+    return and_(not_expired, same_kind, not_ours, or_(replay, waiting))
 
 
 class RecordStore:
@@ -151,7 +155,8 @@ def new_record_values(tenant_id: int, scope: str, key: str, fingerprint: Optiona
             "lease_expires_at": lease_until, "on_stale": on_stale, "first_seen_at": now,
             "last_seen_at": now, "expires_at": expires_at, "duplicate_count": 0,
             "checkpoint_step": None, "checkpoint_resource_id": None, "checkpoint_at": None,
-            "result": None, "version_kind": version_kind, "version": version}
+            "result": None, "version_kind": version_kind, "version": version, "review_id": None,
+            "result_resource_id": None}
 
 
 assert [c.name for c in records.c] == list(domain.Record.__slots__), "column order = Record"

@@ -19,6 +19,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.dialects import postgresql
 
@@ -90,6 +91,8 @@ records = Table(
     Column("result", Text, nullable=True),
     Column("version_kind", String(8), nullable=True),
     Column("version", BigInteger, nullable=True),
+    Column("review_id", Id, nullable=True),  # the oldest open review, if any (no FK: a cache)
+    Column("result_resource_id", Text, nullable=True),  # for the report's shared-id check
     UniqueConstraint("tenant_id", "scope", "key"),
     CheckConstraint("length(scope) BETWEEN 1 AND 128", name="scope_length"),
     CheckConstraint("length(key) BETWEEN 1 AND 512", name="key_length"),
@@ -105,6 +108,13 @@ records = Table(
                     "(version_kind IN ('int', 'time') AND version IS NOT NULL)", name="version"),
 )
 
+Index("ix_records_expires_at", records.c.expires_at)
+Index("ix_records_stale_leases", records.c.lease_expires_at,
+      postgresql_where=text("state = 'in_progress'"), sqlite_where=text("state = 'in_progress'"))
+Index("ix_records_resource", records.c.tenant_id, records.c.scope, records.c.result_resource_id,
+      postgresql_where=text("result_resource_id IS NOT NULL"),
+      sqlite_where=text("result_resource_id IS NOT NULL"))
+
 # Ended attempts; the running attempt lives on its record (attempt, lease_acquired_at).
 attempts = Table(
     "attempts", metadata,
@@ -119,4 +129,72 @@ attempts = Table(
     CheckConstraint("ending IN ('succeeded', 'failed', 'released', 'taken_over', 'resolved')",
                     name="ending"),
     Index(None, "record_id", "incarnation", "attempt"),
+)
+
+# What needs a person: one open review per (record, kind); refused claims count on it.
+reviews = Table(
+    "reviews", metadata,
+    Column("id", Id, primary_key=True),
+    Column("tenant_id", Integer, ForeignKey("tenants.id"), nullable=False),
+    Column("record_id", Id, ForeignKey("records.id", ondelete="SET NULL"), nullable=True),
+    Column("scope", exact_text(128), nullable=False),
+    Column("key", exact_text(), nullable=False),
+    Column("incarnation", Integer, nullable=False),
+    Column("attempt", Integer, nullable=False),
+    Column("kind", String(24), nullable=False),
+    Column("state", String(12), nullable=False),
+    Column("opened_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("count", BigInteger, nullable=False),
+    Column("original_fingerprint", Text, nullable=True),
+    Column("refused_fingerprints", Text, nullable=True),  # JSON list, the newest 10 distinct
+    Column("resolution", String(24), nullable=True),
+    Column("resolved_at", BigInteger, nullable=True),
+    Column("resolved_by", Text, nullable=True),
+    CheckConstraint("kind IN ('fingerprint_mismatch', 'stale_lease')", name="kind"),
+    CheckConstraint("state IN ('open', 'resolved')", name="state"),
+    CheckConstraint("(state = 'open') = (resolution IS NULL)", name="resolution"),
+    Index("uq_reviews_open", "record_id", "kind", unique=True,
+          postgresql_where=text("state = 'open'"), sqlite_where=text("state = 'open'")),
+    Index(None, "tenant_id", "state", "opened_at"),
+)
+
+# The audit trail of every resolution: who, when, what, and the record before and after.
+resolutions = Table(
+    "resolutions", metadata,
+    Column("id", Id, primary_key=True),
+    Column("tenant_id", Integer, ForeignKey("tenants.id"), nullable=False),
+    Column("record_id", Id, nullable=True),
+    Column("review_id", Id, nullable=True),
+    Column("scope", exact_text(128), nullable=False),
+    Column("key", exact_text(), nullable=False),
+    Column("action", String(24), nullable=False),
+    Column("actor", Text, nullable=False),
+    Column("at", BigInteger, nullable=False),
+    Column("before", Text, nullable=True),
+    Column("after", Text, nullable=True),
+    Index(None, "tenant_id", "scope", "key"),
+)
+
+# Background jobs (reconciler, sweeper) run in one worker at a time across all instances.
+job_locks = Table(
+    "job_locks", metadata,
+    Column("name", String(64), primary_key=True),
+    Column("holder", Text, nullable=False),
+    Column("expires_at", BigInteger, nullable=False),
+)
+
+# Service-wide secrets shared by every worker and instance (the web page's session key).
+service_secrets = Table(
+    "service_secrets", metadata,
+    Column("name", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+# Per-token request counts of the current window, when rate limits are on (one row a token).
+rate_limits = Table(
+    "rate_limits", metadata,
+    Column("token_id", Integer, primary_key=True),
+    Column("window_start", BigInteger, nullable=False),
+    Column("count", BigInteger, nullable=False),
 )

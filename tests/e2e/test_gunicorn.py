@@ -63,3 +63,18 @@ def test_no_request_saw_a_server_error(server, token):
         server.url + "/v1/claim", json={"scope": "s", "key": f"k{i % 4}"},
         headers=api.headers, timeout=30).status_code)
     assert set(results) <= {201, 409}
+
+
+def test_metrics_add_up_across_the_workers(server, token):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    def claims_of(scope):
+        text = requests.get(server.url + "/metrics", timeout=10).text
+        return sum(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                   if s.name == "keystore_claims_total" and s.labels.get("scope") == scope)
+    before = claims_of("metered")
+    sessions = [requests.Session() for _ in range(8)]  # spread over the 4 workers
+    results = concurrently(8, lambda i: [Api(server.url, token, sessions[i]).post(
+        "/v1/claim", {"scope": "metered", "key": f"m-{i}-{n}"})[0] for n in range(25)])
+    assert {s for r in results for s in r} == {201}
+    assert claims_of("metered") - before == 200

@@ -2,6 +2,8 @@
 through the service and a real database (SQLite and PostgreSQL), on a test clock."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from keystore_service import errors
@@ -46,7 +48,15 @@ def test_a_different_fingerprint_is_refused_and_changes_nothing(ks, tenant_id, c
     clock.advance(5)
     err = refused(ks, tenant_id, errors.FingerprintMismatch, fp="fp2")
     assert err.outcome == "fingerprint_mismatch" and err.record.fingerprint == "fp1"
-    assert ks.service.lookup(tenant_id, "invoice", "k") == before  # untouched, not counted
+    after = ks.service.lookup(tenant_id, "invoice", "k")
+    # untouched and not counted; it only points at the review the refusal opened
+    assert replace(after, review_id=None) == before and after.review_id is not None
+    refused(ks, tenant_id, errors.FingerprintMismatch, fp="fp3")
+    review = ks.service.open_review(after)
+    assert (review.kind, review.count, review.refused) == ("fingerprint_mismatch", 2,
+                                                           ["fp3", "fp2"])
+    assert review.original_fingerprint == "fp1"
+    assert replace(ks.service.lookup(tenant_id, "invoice", "k"), review_id=None) == before
 
 
 def test_released_is_acquired_again_with_attempt_plus_one(ks, tenant_id, clock):
@@ -308,3 +318,85 @@ def test_tenants_are_independent(ks, tenant_id, clock):
             call()
     complete(ks, tenant_id, a.lease_token)
     assert ks.service.lookup(other, "invoice", "k").state == "in_progress"
+
+
+# --- answers lost in flight -----------------------------------------------------------------
+
+def lose_first_answer(monkeypatch, obj, name):
+    """The call commits, then its answer is lost (as when the database goes away between
+    its commit and its reply); later calls behave."""
+    real, lost = getattr(obj, name), []
+
+    def once_lost(*args, **kwargs):
+        result = real(*args, **kwargs)
+        if not lost:
+            lost.append(result)
+            raise errors.Unavailable()
+        return result
+    monkeypatch.setattr(obj, name, once_lost)
+    return lost
+
+
+def test_a_claim_whose_answer_was_lost_is_recognised_as_ours(ks, tenant_id, monkeypatch):
+    lost = lose_first_answer(monkeypatch, ks.service.records, "claim")
+    c = claim(ks, tenant_id)
+    assert lost and c.outcome is Outcome.ACQUIRED
+    assert c.record.duplicate_count == 0  # our own repeat is not counted as a duplicate
+    assert complete(ks, tenant_id, c.lease_token).state == "succeeded"
+
+
+def lose_first_commit_answer(monkeypatch, records):
+    """The first transaction commits, then its answer is lost."""
+    from contextlib import contextmanager
+    real, lost = records.transaction, []
+
+    @contextmanager
+    def transaction():
+        with real() as cur:
+            yield cur
+        if not lost:
+            lost.append(True)
+            raise errors.Unavailable()
+    monkeypatch.setattr(records, "transaction", transaction)
+    return lost
+
+
+def test_a_takeover_whose_answer_was_lost_is_recognised_as_ours(ks, tenant_id, clock,
+                                                                monkeypatch):
+    first = claim(ks, tenant_id)
+    ks.service.release(tenant_id, "invoice", "k", first.lease_token, None)
+    lost = lose_first_commit_answer(monkeypatch, ks.service.records)
+    second = claim(ks, tenant_id)
+    assert lost and second.outcome is Outcome.ACQUIRED and second.record.attempt == 2
+    assert complete(ks, tenant_id, second.lease_token).state == "succeeded"
+
+
+def test_a_complete_whose_answer_was_lost_is_answered(ks, tenant_id, monkeypatch):
+    c = claim(ks, tenant_id)
+    lost = lose_first_commit_answer(monkeypatch, ks.service.records)
+    assert complete(ks, tenant_id, c.lease_token).state == "succeeded" and lost
+
+
+def test_a_batch_whose_answer_was_lost_is_recognised_as_ours(ks, tenant_id, monkeypatch):
+    from keystore_service.batch import Item
+    lost = lose_first_commit_answer(monkeypatch, ks.service.records)
+    results = ks.batch.claim(tenant_id, "invoice", [Item("a", None, None, None),
+                                                    Item("a", None, None, None),
+                                                    Item("b", None, None, None)],
+                             3600, 60, "reconcile")
+    assert lost
+    assert [r.outcome.value for r in results] == ["acquired", "in_progress", "acquired"]
+    # the repeat counted the in-batch duplicate once more: an honest over-count, not a loss
+    assert ks.service.lookup(tenant_id, "invoice", "a").duplicate_count in (1, 2)
+    for r in results[::2]:
+        ks.service.complete(tenant_id, "invoice", r.record.key, r.lease_token, "succeeded", "{}")
+
+
+def test_an_outage_longer_than_the_budget_is_503(ks, tenant_id, monkeypatch):
+    ks.service.outage_seconds = 0.3
+
+    def down(*args, **kwargs):
+        raise errors.Unavailable()
+    monkeypatch.setattr(ks.service.records, "claim", down)
+    with pytest.raises(errors.Unavailable):
+        claim(ks, tenant_id)

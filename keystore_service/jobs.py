@@ -1,0 +1,155 @@
+"""Background work: the reconciler finds leases that ran out, the sweeper purges expired
+records. Each works in bounded batches of short transactions, and is safe with several
+workers and instances at once: rows are claimed with FOR UPDATE SKIP LOCKED on PostgreSQL
+(SQLite's write lock serialises), every change is a compare-and-set, and a job lock in the
+database lets one worker at a time do the timed runs.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections import Counter
+from collections.abc import Callable
+from typing import Optional
+
+from sqlalchemy import bindparam, delete, or_, select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from . import domain
+from .domain import Record, State
+from .service import KeyStoreService
+from .sql import Sql
+from .tables import job_locks, records
+
+log = logging.getLogger("keystore.jobs")
+R = records.c
+BATCH = 500  # rows per transaction: short locks, and progress that survives a kill
+
+
+class Jobs:
+    def __init__(self, service: KeyStoreService, keep_finished_seconds: int = 0,
+                 keep_unresolved_seconds: int = 30 * 86_400):
+        self.service = service
+        self.records = service.records
+        self.db = service.records.db
+        self.keep_finished = keep_finished_seconds * domain.SECOND
+        self.keep_unresolved = keep_unresolved_seconds * domain.SECOND
+        d = self.db.engine.dialect
+        stale = (select(records).where(
+            R.state == State.IN_PROGRESS.value, R.lease_expires_at <= bindparam("now"),
+            R.expires_at > bindparam("now")).order_by(R.lease_expires_at)
+            .limit(bindparam("n")))
+        doomed = (select(R.id).where(
+            R.expires_at <= bindparam("cutoff"),
+            or_(R.state != State.IN_PROGRESS.value, R.lease_expires_at <= bindparam("now")),
+            or_(R.review_id.is_(None), R.expires_at <= bindparam("cutoff_unresolved")))
+            .limit(bindparam("n")))
+        if not self.db.sqlite:
+            stale = stale.with_for_update(skip_locked=True)
+            doomed = doomed.with_for_update(skip_locked=True)
+        self._stale = Sql(stale, d)
+        self._purge = Sql(delete(records).where(R.id.in_(doomed.scalar_subquery())), d)
+        ins = (sqlite if self.db.sqlite else postgresql).insert(job_locks).values(
+            name=bindparam("name"), holder=bindparam("holder"), expires_at=bindparam("until"))
+        self._lock = Sql(ins.on_conflict_do_update(
+            index_elements=[job_locks.c.name],
+            set_={"holder": ins.excluded.holder, "expires_at": ins.excluded.expires_at},
+            where=or_(job_locks.c.expires_at <= bindparam("now"),
+                      job_locks.c.holder == ins.excluded.holder),
+        ).returning(job_locks.c.holder), d)
+
+    def reconcile(self, batch: int = BATCH, max_batches: int = 10_000) -> Counter:
+        """Move in-progress records whose lease ran out to needs_reconciliation (opening a
+        stale_lease review), or free them (released) when their holder chose `retry`."""
+        now, done = self.service.clock(), Counter()
+        for _ in range(max_batches):
+            with self.records.transaction() as cur:
+                rows = [Record(*row) for row in self._stale.all(cur, {"now": now, "n": batch})]
+                for seen in rows:
+                    done[self._reconcile_one(cur, seen, now)] += 1
+            if len(rows) < batch:
+                break
+        return done
+
+    def _reconcile_one(self, cur, seen: Record, now: int) -> str:
+        if seen.on_stale == domain.OnStale.RETRY.value:
+            changes = {"state": State.RELEASED.value, "lease_expires_at": None}
+            ended = {"ending": "released", "ended_at": now,
+                     "reason": "lease ran out; freed by the reconciler (on_stale retry)"}
+        else:
+            changes, ended = {"state": State.NEEDS_RECONCILIATION.value}, None
+        new = self.records.compare_and_set(seen, changes, cur, ended)
+        if new is None:
+            return "changed_meanwhile"
+        if new.state == State.NEEDS_RECONCILIATION.value:
+            self.service.reviews.open_or_count(cur, new, "stale_lease", now, count=0)
+        self.service.events.lease_expired(seen.scope)
+        return new.state
+
+    def sweep(self, batch: int = BATCH * 2, max_batches: int = 100_000,
+              progress: Optional[Callable[[int], None]] = None) -> int:
+        """Purge expired records, `keep_finished` after expiry (records with an open review:
+        `keep_unresolved`), one short transaction per batch. Returns how many went."""
+        now, total = self.service.clock(), 0
+        params = {"now": now, "cutoff": now - self.keep_finished,
+                  "cutoff_unresolved": now - self.keep_unresolved, "n": batch}
+        for _ in range(max_batches):
+            with self.records.transaction() as cur:
+                gone = self._purge.run(cur, params).rowcount
+            total += gone
+            if progress:
+                progress(total)
+            if gone < batch:
+                break
+        return total
+
+    def try_lock(self, name: str, seconds: float, holder: Optional[str] = None) -> bool:
+        """Hold the job lock `name` for `seconds` (renewable by its holder)."""
+        now = self.service.clock()
+        holder = holder or f"{socket.gethostname()}:{os.getpid()}"
+        with self.db.connection() as cur:
+            row = self._lock.one(cur, {"name": name, "holder": holder, "now": now,
+                                       "until": now + int(seconds * domain.SECOND)})
+        return row is not None
+
+
+class Timer:
+    """Runs the reconciler and the sweeper every so often in one daemon thread per worker;
+    the job lock lets only one worker of all instances do each run."""
+
+    def __init__(self, jobs: Jobs, reconcile_every: float, sweep_every: float):
+        self.jobs, self.every = jobs, {"reconcile": reconcile_every, "sweep": sweep_every}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="keystore-jobs", daemon=True)
+
+    def start(self) -> Timer:
+        if any(v > 0 for v in self.every.values()):
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        due = {name: 0.0 for name, every in self.every.items() if every > 0}
+        tick = min(v for v in self.every.values() if v > 0)
+        elapsed = 0.0
+        while not self._stop.wait(tick):
+            elapsed += tick
+            for name, every in self.every.items():
+                if every <= 0 or elapsed < due[name]:
+                    continue
+                due[name] = elapsed + every
+                try:
+                    if self.jobs.try_lock(name, every * 2):
+                        result = getattr(self.jobs, name)()
+                        if result:
+                            log.info("%s: %s", name, dict(result) if isinstance(result, Counter)
+                                     else f"{result} expired records purged")
+                except Exception:  # a failed run is logged and retried at the next tick
+                    log.exception("background %s failed", name)
+
+
+

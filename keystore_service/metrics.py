@@ -1,0 +1,116 @@
+"""Prometheus metrics, correct across gunicorn workers (prometheus-client's multiprocess
+mode: `keystore serve` points PROMETHEUS_MULTIPROC_DIR at a fresh directory before the
+workers fork, and removes a dead worker's live gauges).
+
+Counters and histograms are kept per process; the open-review gauges are read from the
+database at scrape time, so they are right however many instances there are.
+"""
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterable
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
+from prometheus_client.core import GaugeMetricFamily
+from sqlalchemy import case, func, select
+
+from .db import Database
+from .service import Events
+from .sql import Sql
+from .tables import reviews
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+OTHER_SCOPE = "_other"  # the label of scopes beyond the cap (bounds the series count)
+AGE_BUCKETS = ((3600, "lt_1h"), (86_400, "1h_1d"), (7 * 86_400, "1d_7d"))  # then "ge_7d"
+LATENCY_BUCKETS = (.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30)
+
+CLAIMS = Counter("keystore_claims_total", "Claims by outcome", ["scope", "outcome"])
+DUPLICATES = Counter("keystore_duplicates_suppressed_total",
+                     "Repeats answered replay, in_progress or needs_reconciliation", ["scope"])
+MISMATCHES = Counter("keystore_fingerprint_mismatches_total",
+                     "Repeats refused for a different payload", ["scope"])
+LEASE_EXPIRIES = Counter("keystore_lease_expiries_total",
+                         "Leases found run out (by a claim or the reconciler)", ["scope"])
+DB_ERRORS = Counter("keystore_database_errors_total",
+                    "Requests answered 503 because the database did not answer", ["kind"])
+DURATION = Histogram("keystore_request_duration_seconds", "Request duration by endpoint",
+                     ["endpoint"], buckets=LATENCY_BUCKETS)
+_REPEATS = frozenset({"replay", "in_progress", "needs_reconciliation"})
+
+
+class Metrics(Events):
+    def __init__(self, max_scopes: int = 100):
+        self.max_scopes = max_scopes
+        self._scopes: set[str] = set()
+        self._lock = threading.Lock()
+
+    def _scope(self, scope: str) -> str:
+        if scope in self._scopes:
+            return scope
+        with self._lock:
+            if len(self._scopes) >= self.max_scopes:
+                return OTHER_SCOPE
+            self._scopes.add(scope)
+        return scope
+
+    def claim(self, scope: str, outcome: str) -> None:
+        scope = self._scope(scope)
+        CLAIMS.labels(scope, outcome).inc()
+        if outcome in _REPEATS:
+            DUPLICATES.labels(scope).inc()
+        elif outcome == "fingerprint_mismatch":
+            MISMATCHES.labels(scope).inc()
+
+    def lease_expired(self, scope: str) -> None:
+        LEASE_EXPIRIES.labels(self._scope(scope)).inc()
+
+    def database_error(self, kind: str = "unavailable") -> None:
+        DB_ERRORS.labels(kind).inc()
+
+    def request(self, endpoint: str, seconds: float) -> None:
+        DURATION.labels(endpoint).observe(seconds)
+
+
+class OpenReviews:
+    """keystore_open_reviews{kind} and keystore_open_reviews_by_age{kind,age}, from the
+    database at scrape time."""
+
+    def __init__(self, db: Database, clock):
+        self.db, self.clock = db, clock
+
+    def collect(self) -> Iterable:
+        now = self.clock()
+        age = case(*[(reviews.c.opened_at > now - s * 1_000_000, label)
+                     for s, label in AGE_BUCKETS], else_="ge_7d")
+        stmt = (select(reviews.c.kind, age, func.count()).where(reviews.c.state == "open")
+                .group_by(reviews.c.kind, age))
+        with self.db.connection() as cur:
+            rows = Sql(stmt, self.db.engine.dialect, bound=True).all(cur)
+        total = GaugeMetricFamily("keystore_open_reviews", "Open review items", labels=["kind"])
+        by_age = GaugeMetricFamily("keystore_open_reviews_by_age",
+                                   "Open review items by age", labels=["kind", "age"])
+        sums = dict.fromkeys(("fingerprint_mismatch", "stale_lease"), 0)
+        for kind, bucket, n in rows:
+            sums[kind] = sums.get(kind, 0) + n
+            by_age.add_metric([kind, bucket], n)
+        for kind, n in sums.items():
+            total.add_metric([kind], n)
+        yield total
+        yield by_age
+
+
+def exposition(db: Database, clock) -> bytes:
+    registry = CollectorRegistry()
+    if os.environ.get(MULTIPROC_ENV):
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        for metric in (CLAIMS, DUPLICATES, MISMATCHES, LEASE_EXPIRIES, DB_ERRORS, DURATION):
+            registry.register(metric)
+    registry.register(OpenReviews(db, clock))
+    return generate_latest(registry)
+
+
+def worker_exit(pid: int) -> None:
+    if os.environ.get(MULTIPROC_ENV):
+        multiprocess.mark_process_dead(pid)

@@ -1,0 +1,163 @@
+"""What operators do: list reviews, resolve records, and the audit trail of each resolution.
+
+A resolution is one transaction: the record changes by compare-and-set, the reviews close,
+the attempt history and the audit row (who, when, what, the record before and after) are
+written with it, or nothing is.
+"""
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import asdict
+from typing import Optional
+
+from sqlalchemy import select
+
+from . import domain, errors
+from .accounts import Principal
+from .domain import FINISHED, Record, State
+from .reviews import Review
+from .service import KeyStoreService
+from .sql import Sql
+from .tables import records, reviews
+
+ACTIONS = ("mark_succeeded", "mark_failed", "release", "dismiss")
+V = reviews.c
+
+
+def snapshot(record: Optional[Record]) -> Optional[str]:
+    """The record as the audit trail keeps it (never the lease token's hash)."""
+    if record is None:
+        return None
+    return json.dumps({k: v for k, v in asdict(record).items() if k != "lease_token_hash"},
+                      sort_keys=True)
+
+
+class Operations:
+    def __init__(self, service: KeyStoreService):
+        self.service = service
+        self.records = service.records
+        self.reviews = service.reviews
+        self.db = service.records.db
+
+    # --- the review queue ----------------------------------------------------------------
+
+    def list_reviews(self, tenant_id: int, state: str = "open", kind: Optional[str] = None,
+                     scope: Optional[str] = None, key: Optional[str] = None,
+                     min_age_seconds: int = 0, limit: int = 50,
+                     cursor: Optional[str] = None) -> tuple[list[tuple[Review, Optional[Record]]],
+                                                            Optional[str]]:
+        """Reviews oldest first (the queue's order), with each one's record, and the cursor
+        of the next page (None at the end)."""
+        now = self.service.clock()
+        stmt = (select(reviews, records).join_from(reviews, records,
+                                                   V.record_id == records.c.id, isouter=True)
+                .where(V.tenant_id == tenant_id, V.state == state)
+                .order_by(V.opened_at, V.id).limit(limit + 1))
+        if kind:
+            stmt = stmt.where(V.kind == kind)
+        if scope:
+            stmt = stmt.where(V.scope == scope)
+        if key:
+            stmt = stmt.where(V.key == key)
+        if min_age_seconds:
+            stmt = stmt.where(V.opened_at <= now - min_age_seconds * domain.SECOND)
+        if cursor:
+            opened_at, last_id = _decode_cursor(cursor)
+            stmt = stmt.where((V.opened_at > opened_at)
+                              | ((V.opened_at == opened_at) & (V.id > last_id)))
+        with self.db.connection() as cur:
+            rows = Sql(stmt, self.db.engine.dialect, bound=True).all(cur)
+        width = len(reviews.c)
+        page = [(Review(*row[:width]), Record(*row[width:]) if row[width] is not None else None)
+                for row in rows[:limit]]
+        more = len(rows) > limit
+        return page, (_encode_cursor(page[-1][0]) if more and page else None)
+
+    # --- resolving -----------------------------------------------------------------------
+
+    def resolve(self, who: Principal, scope: str, key: str, action: str,
+                review_id: Optional[int] = None, result: Optional[str] = None,
+                resource_id: Optional[str] = None) -> tuple[Record, list[int]]:
+        """Settle a record as a person decided; returns it and the reviews closed."""
+        now = self.service.clock()
+        for _ in range(16):
+            with self.records.transaction() as cur:
+                seen = self.records.get(who.tenant_id, scope, key, cur)
+                if seen is None:
+                    raise errors.NotFound()
+                if domain.expired(seen, now):
+                    raise errors.Expired()
+                targets = self._targets(cur, seen, action, review_id)
+                if action == "dismiss":
+                    new = seen
+                else:
+                    new = self._settle(cur, seen, action, result, resource_id, who, now)
+                    if new is None:
+                        continue  # changed under us: decide again
+                closed = []
+                for review in targets:
+                    closed += self.reviews.close(cur, seen.id, action, now, who.token_name,
+                                                 review_id=review.id)
+                if closed:
+                    new = self.records.get(who.tenant_id, scope, key, cur)
+                self.reviews.audit(cur, tenant_id=who.tenant_id, record_id=seen.id,
+                                   review_id=targets[0].id if len(targets) == 1 else None,
+                                   scope=scope, key=key, action=action, actor=who.token_name,
+                                   at=now, before=snapshot(seen), after=snapshot(new))
+                return new, closed
+        raise errors.Unavailable("too much contention on this key; try again")
+
+    def _targets(self, cur, seen: Record, action: str, review_id: Optional[int]) -> list:
+        open_reviews = self.reviews.open_of(cur, seen.id)
+        if review_id is not None:
+            open_reviews = [r for r in open_reviews if r.id == review_id]
+            if not open_reviews:
+                raise errors.NotFound(f"the record has no open review {review_id}")
+        if action != "dismiss":
+            return open_reviews
+        if any(r.kind == "stale_lease" for r in open_reviews) and review_id is not None:
+            raise errors.InvalidRequest("dismiss keeps the original of a fingerprint mismatch; "
+                                        "a stale lease needs mark_succeeded, mark_failed or "
+                                        "release")
+        mismatches = [r for r in open_reviews if r.kind == "fingerprint_mismatch"]
+        if not mismatches:
+            if open_reviews:
+                raise errors.InvalidRequest("dismiss is for fingerprint mismatches; this record"
+                                            " has a stale lease to resolve")
+            raise errors.NotFound("the record has no open review to dismiss")
+        return mismatches
+
+    def _settle(self, cur, seen: Record, action: str, result: Optional[str],
+                resource_id: Optional[str], who: Principal, now: int) -> Optional[Record]:
+        if seen.state in FINISHED:
+            raise errors.AlreadyCompleted(record=seen)
+        if action == "release" and seen.state == State.RELEASED.value:
+            return seen
+        state = {"mark_succeeded": State.SUCCEEDED, "mark_failed": State.FAILED,
+                 "release": State.RELEASED}[action].value
+        changes: dict = {"state": state, "lease_expires_at": None, "lease_token_hash": None}
+        if action != "release":
+            changes.update(result=result or "{}", result_resource_id=resource_id)
+        unfinished = seen.state in (State.IN_PROGRESS.value, State.NEEDS_RECONCILIATION.value)
+        ended = {"ending": "resolved", "ended_at": now,
+                 "reason": f"{action} by {who.token_name}"} if unfinished else None
+        return self.records.compare_and_set(seen, changes, cur, ended)
+
+
+def _encode_cursor(review: Review) -> str:
+    raw = json.dumps([review.opened_at, review.id]).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[int, int]:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        opened_at, last_id = json.loads(raw)
+        if not (isinstance(opened_at, int) and isinstance(last_id, int)):
+            raise ValueError
+        return opened_at, last_id
+    except (ValueError, TypeError):
+        raise errors.InvalidRequest("the cursor is not one this service gave out",
+                                    details={"field": "cursor"}) from None
+

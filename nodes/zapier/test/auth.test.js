@@ -1,0 +1,41 @@
+'use strict';
+/** The connection test, as Zapier runs it when a user connects an account. */
+const { it } = require('node:test');
+const assert = require('node:assert/strict');
+const zapier = require('zapier-platform-core');
+const { App, run, authData, itemId, rejection } = require('./support');
+const { startSink } = require('../../test-support/sink');
+
+const appTester = zapier.createAppTester(App);
+
+it('passes with the right URL and token, and labels the connection with the URL', async () => {
+  const result = await appTester(App.authentication.test, { authData: { ...authData, url: `${authData.url}/` } });
+  assert.deepEqual(result, { url: authData.url });
+});
+
+it('fails with a wrong token, saying so', async () => {
+  const error = await rejection(appTester(App.authentication.test,
+    { authData: { ...authData, token: 'ks_this-token-was-never-issued' } }));
+  assert.equal(error.code, 'unauthorized');
+  assert.equal(error.status, 401);
+  assert.match(error.message, /refused this token/);
+});
+
+it('fails when the URL is not a key store', async () => {
+  const sink = await startSink();
+  try {
+    const error = await rejection(appTester(App.authentication.test,
+      { authData: { ...authData, url: sink.url } }));
+    assert.equal(error.status, 404);
+    assert.equal(error.code, 'http_404');
+  } finally {
+    await sink.close();
+  }
+});
+
+it('asks the user to reconnect when an action meets a refused token', async () => {
+  const error = await rejection(run(App.creates.claim, { scope: 's', key: itemId('k') },
+    { ...authData, token: 'ks_revoked' }));
+  assert.equal(error.name, 'ExpiredAuthError');
+  assert.match(error.message, /Reconnect/);
+});

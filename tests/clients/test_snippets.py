@@ -1,0 +1,182 @@
+"""Each paste-ready snippet in clients/snippets/, executed for real against the running
+service, called exactly as its platform calls it (see the harnesses in harness/): the side
+effect goes to the effect sink. Run twice with the same inputs -> one effect, and the second
+run reports the replay; a transient failure releases the key and the platform's retry
+succeeds once."""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import textwrap
+
+import pytest
+import requests
+
+from .conftest import HERE, REPO
+
+SNIPPETS = REPO / "clients" / "snippets"
+NODE = shutil.which("node") or "/usr/bin/node"
+
+
+def node(harness: str, snippet: str, stdin: dict) -> dict:
+    r = subprocess.run([NODE, str(HERE / "harness" / harness), str(SNIPPETS / snippet)],
+                       input=json.dumps(stdin), capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+# --- n8n Code node ----------------------------------------------------------------------
+
+def n8n(service, sink, effect, items, env_blocked=False):
+    """The snippet as shipped (scope "create_invoice"); keys are unique per test."""
+    env = {"KEYSTORE_URL": service.url, "KEYSTORE_TOKEN": service.token,
+           "TARGET_URL": f"{sink.url}/effects/{effect}"}
+    source = (SNIPPETS / "n8n-code-node.js").read_text()
+    assert "scope: 'create_invoice'" in source
+    return node("n8n-code-node.mjs", "n8n-code-node.js",
+                {"items": items, "env": None if env_blocked else env})
+
+
+def test_n8n_snippet_twice_one_effect_then_replay(service, sink, effect, scope):
+    items = [{"event_id": f"{scope}-evt-1", "amount": 1250},
+             {"event_id": f"{scope}-evt-2", "amount": 99}]
+    first = n8n(service, sink, effect, items)
+    assert first["ok"], first
+    assert [i["json"]["keystore"]["outcome"] for i in first["items"]] == ["acquired"] * 2
+    assert first["items"][0]["json"]["keystore"]["result"]["resource_id"] == f"{effect}-1"
+    second = n8n(service, sink, effect, items)
+    assert second["ok"], second
+    replays = [i["json"]["keystore"] for i in second["items"]]
+    assert [r["outcome"] for r in replays] == ["replay"] * 2 and replays[0]["replayed"]
+    assert replays[0]["result"]["resource_id"] == f"{effect}-1"
+    assert sink.count(effect) == 2  # one per event, not per run
+    assert sink.items(effect)[0]["idempotency_key"] == f"create_invoice:{scope}-evt-1"
+
+
+def test_n8n_snippet_transient_failure_then_retry_on_fail(service, sink, effect, scope, ks):
+    items = [{"event_id": f"{scope}-evt-1", "amount": 5}]
+    sink.fail_next(effect, 1, status=503)
+    first = n8n(service, sink, effect, items)
+    assert not first["ok"] and "released" in first["error"]
+    retry = n8n(service, sink, effect, items)  # what "Retry On Fail" does
+    assert retry["ok"] and retry["items"][0]["json"]["keystore"]["attempt"] == 2
+    third = n8n(service, sink, effect, items)
+    assert third["items"][0]["json"]["keystore"]["replayed"]
+    assert sink.count(effect) == 1
+
+
+def test_n8n_snippet_with_env_access_blocked_uses_its_fallbacks(service, sink, effect, scope):
+    out = n8n(service, sink, effect, [{"event_id": f"{scope}-x"}], env_blocked=True)
+    # the fallbacks point at 127.0.0.1:8080 with no token: the claim cannot succeed
+    assert not out["ok"] and sink.count(effect) == 0
+
+
+def test_the_n8n_http_stand_in_throws_like_n8n_on_non_2xx(sink, effect, tmp_path):
+    sink.fail_next(effect, 1, status=503)
+    code = tmp_path / "probe.js"
+    code.write_text(textwrap.dedent(f"""
+        try {{
+          await this.helpers.httpRequest({{ method: 'POST', url: '{sink.url}/effects/{effect}',
+                                           body: {{ a: 1 }}, json: true }});
+          return [{{ json: {{ thrown: false }} }}];
+        }} catch (e) {{
+          return [{{ json: {{ message: e.message, status: e.response.status, code: e.code,
+                              data: e.response.data }} }}];
+        }}
+    """))
+    r = subprocess.run([NODE, str(HERE / "harness" / "n8n-code-node.mjs"), str(code)],
+                       input=json.dumps({"items": [{}], "env": {}}), capture_output=True,
+                       text=True, timeout=60)
+    got = json.loads(r.stdout)["items"][0]["json"]
+    assert got == {"message": "Request failed with status code 503", "status": 503,
+                   "code": "ERR_BAD_RESPONSE", "data": {"error": "try again later"}}
+
+
+# --- Code by Zapier ---------------------------------------------------------------------
+
+def zapier_input(service, sink, effect, scope, key):
+    return {"keystore_url": service.url, "keystore_token": service.token, "scope": scope,
+            "key": key, "target_url": f"{sink.url}/effects/{effect}",
+            "customer": "acme", "amount": "1250"}
+
+
+def run_zapier_python(code: str, input_data: dict):
+    """Code by Zapier's Python step: the code is the body of a function of `input_data`
+    (so it may `return` early), `requests` is installed, and the result is `output`."""
+    source = ("def zap(input_data):\n    output = None\n" + textwrap.indent(code, "    ")
+              + "\n    return output\n")
+    namespace: dict = {}
+    exec(compile(source, "zapier-code.py", "exec"), namespace)
+    return namespace["zap"](dict(input_data))
+
+
+@pytest.mark.parametrize("language", ["js", "python"])
+def test_zapier_snippet_twice_one_effect_then_replay(language, service, sink, effect, scope):
+    data = zapier_input(service, sink, effect, scope, "order-1001")
+    outputs = [zapier(language, data) for _ in range(2)]
+    assert outputs[0]["outcome"] == "acquired" and outputs[0]["resource_id"] == f"{effect}-1"
+    assert outputs[1]["outcome"] == "replay" and outputs[1]["replayed"] is True
+    assert outputs[1]["resource_id"] == f"{effect}-1" and outputs[1]["status_code"] == 201
+    assert sink.count(effect) == 1
+    assert sink.items(effect)[0]["body"] == {"customer": "acme", "amount": "1250"}
+
+
+@pytest.mark.parametrize("language", ["js", "python"])
+def test_zapier_snippet_transient_failure_then_autoreplay(language, service, sink, effect,
+                                                          scope):
+    data = zapier_input(service, sink, effect, scope, "order-7")
+    sink.fail_next(effect, 1, status=503)
+    with pytest.raises(ZapierStepError, match="released"):
+        zapier(language, data)
+    assert zapier(language, data)["attempt"] == 2  # the autoreplay
+    assert zapier(language, data)["replayed"] is True
+    assert sink.count(effect) == 1
+
+
+class ZapierStepError(Exception):
+    pass
+
+
+def zapier(language: str, input_data: dict) -> dict:
+    if language == "js":
+        out = node("zapier-code.mjs", "zapier-code.js", {"inputData": input_data})
+        if not out["ok"]:
+            raise ZapierStepError(out["error"])
+        return out["output"]
+    try:
+        return run_zapier_python((SNIPPETS / "zapier-code.py").read_text(), input_data)
+    except (RuntimeError, ValueError, requests.RequestException) as exc:
+        raise ZapierStepError(str(exc)) from exc
+
+
+# --- bash function with curl ------------------------------------------------------------
+
+def bash(service, script: str) -> subprocess.CompletedProcess:
+    env = {"PATH": "/usr/bin:/bin", "KEYSTORE_URL": service.url,
+           "KEYSTORE_TOKEN": service.token}
+    return subprocess.run(["bash", "-c", f"set -euo pipefail\nsource '{SNIPPETS}/keystore.sh'\n"
+                           + script], env=env, capture_output=True, text=True, timeout=90)
+
+
+def test_bash_function_twice_one_effect_then_replay(service, scope, tmp_path, ks):
+    target = tmp_path / "out.txt"
+    call = f"keystore_once {scope} 'nightly 2026-11-30' '{{\"rows\":3}}' -- " \
+           f"sh -c 'echo ran >> {target}'"
+    first, second = bash(service, call), bash(service, call)
+    assert first.returncode == 0, first.stderr
+    assert second.returncode == 0 and "already ran (exit 0)" in second.stderr
+    assert target.read_text() == "ran\n"
+    record = ks.lookup(scope, "nightly 2026-11-30")
+    assert record.state == "succeeded" and record.result.body == {"exit_code": 0}
+
+
+def test_bash_function_failure_releases_and_mismatch_is_refused(service, scope, tmp_path):
+    target = tmp_path / "out.txt"
+    failing = f"keystore_once {scope} k -- sh -c 'echo ran >> {target}; exit 4'"
+    assert bash(service, failing).returncode == 4
+    assert bash(service, failing).returncode == 4  # released: it ran again
+    assert target.read_text() == "ran\nran\n"
+    ok = f"keystore_once {scope} k2 '{{\"a\":1}}' -- true"
+    assert bash(service, ok).returncode == 0
+    assert bash(service, ok.replace('"a":1', '"a":2')).returncode == 77

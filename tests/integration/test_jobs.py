@@ -1,0 +1,141 @@
+"""The reconciler, the sweeper, the daily report and /metrics, on both backends."""
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import func, select
+
+from keystore_service.service import Claim
+from keystore_service.tables import attempts, records, reviews
+from tests.support import SECOND, T0
+
+
+def claim(ks, tenant_id, key, on_stale="reconcile", ttl=3600, lease=60, fp="fp", scope="s"):
+    return ks.service.claim(tenant_id, Claim(scope, key, fp, ttl, lease, on_stale))
+
+
+def count(ks, table, *where):
+    with ks.database.engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(table).where(*where)).scalar()
+
+
+def test_the_reconciler_moves_stale_leases_and_opens_reviews(ks, tenant_id, clock):
+    held = {k: claim(ks, tenant_id, k, on_stale=p) for k, p in
+            (("r1", "reconcile"), ("r2", "reconcile"), ("t1", "retry"))}
+    claim(ks, tenant_id, "live", lease=600)
+    claim(ks, tenant_id, "gone", ttl=30, lease=10)  # stale but expired: counts as absent
+    clock.advance(60)
+    done = ks.jobs.reconcile(batch=2)
+    assert done == Counter({"needs_reconciliation": 2, "released": 1})
+    assert ks.service.lookup(tenant_id, "s", "r1").state == "needs_reconciliation"
+    assert ks.service.lookup(tenant_id, "s", "t1").state == "released"
+    assert ks.service.lookup(tenant_id, "s", "live").state == "in_progress"
+    assert count(ks, reviews, reviews.c.kind == "stale_lease", reviews.c.state == "open") == 2
+    assert ks.jobs.reconcile() == Counter()  # handled once
+    # the holder can still settle; the freed retry lease is taken by the next claim
+    ks.service.complete(tenant_id, "s", "r1", held["r1"].lease_token, "succeeded", "{}")
+    assert claim(ks, tenant_id, "t1", on_stale="retry").record.attempt == 2
+
+
+def test_the_sweeper_purges_expired_records_in_batches(ks, tenant_id, clock):
+    for n in range(25):
+        c = claim(ks, tenant_id, f"done-{n}", ttl=10)
+        ks.service.complete(tenant_id, "s", f"done-{n}", c.lease_token, "succeeded", "{}")
+    claim(ks, tenant_id, "held", ttl=10, lease=600)  # a live lease outlives its expiry
+    kept = claim(ks, tenant_id, "disputed", ttl=10)
+    ks.service.complete(tenant_id, "s", "disputed", kept.lease_token, "succeeded", "{}")
+    claim(ks, tenant_id, "young", ttl=3600)
+    try:
+        claim(ks, tenant_id, "disputed", fp="other")
+    except Exception:
+        pass  # the mismatch opened a review: the record waits for a person
+    clock.advance(10)
+    progress = []
+    assert ks.jobs.sweep(batch=10, progress=progress.append) == 25
+    assert progress == [10, 20, 25]
+    left = {r.key for r in _all(ks)}
+    assert left == {"held", "disputed", "young"}
+    assert count(ks, attempts) == 1  # cascaded with their records; "disputed"'s remains
+    assert count(ks, reviews, reviews.c.record_id.is_(None)) == 0
+    clock.advance(31 * 86_400)  # past the 30 days an unresolved record waits for a person
+    assert ks.jobs.sweep() == 3
+    assert _all(ks) == []
+    assert count(ks, reviews, reviews.c.record_id.is_(None)) == 1  # the review outlives it
+
+
+def _all(ks):
+    with ks.database.engine.connect() as conn:
+        return conn.execute(select(records)).all()
+
+
+def test_job_locks_let_one_holder_at_a_time(ks, clock):
+    assert ks.jobs.try_lock("reconcile", 30, holder="a")
+    assert not ks.jobs.try_lock("reconcile", 30, holder="b")
+    assert ks.jobs.try_lock("reconcile", 30, holder="a")  # renewed by its holder
+    clock.advance(30)
+    assert ks.jobs.try_lock("reconcile", 30, holder="b")
+
+
+def test_the_daily_report(ks, tenant_id, clock):
+    today = dt.datetime.fromtimestamp(T0 / SECOND, dt.UTC).date()
+    a = claim(ks, tenant_id, "a", scope="invoice")
+    ks.service.complete(tenant_id, "invoice", "a", a.lease_token, "succeeded", "{}", "INV-1")
+    b = claim(ks, tenant_id, "b", scope="invoice")
+    ks.service.complete(tenant_id, "invoice", "b", b.lease_token, "succeeded", "{}", "INV-1")
+    c = claim(ks, tenant_id, "c", scope="invoice")
+    ks.service.release(tenant_id, "invoice", "c", c.lease_token, "503 upstream")
+    claim(ks, tenant_id, "c", scope="invoice")  # attempt 2, still running
+    for _ in range(3):
+        claim(ks, tenant_id, "a", scope="invoice")  # replays
+    for fp in ("x", "y"):
+        try:
+            claim(ks, tenant_id, "a", scope="invoice", fp=fp)
+        except Exception:
+            pass
+    d = claim(ks, tenant_id, "d", scope="mail")
+    ks.service.complete(tenant_id, "mail", "d", d.lease_token, "failed", "{}")
+    body = ks.reports.daily(tenant_id, today, clock.now)
+    invoice = next(s for s in body["scopes"] if s["scope"] == "invoice")
+    assert {k: invoice[k] for k in ("claimed", "succeeded", "failed", "released",
+                                    "in_progress", "waiting_for_review",
+                                    "duplicates_suppressed", "mismatches")} == {
+        "claimed": 4, "succeeded": 2, "failed": 0, "released": 1, "in_progress": 1,
+        "waiting_for_review": 1, "duplicates_suppressed": 3, "mismatches": 2}
+    assert invoice["shared_resource_ids"] == [{"resource_id": "INV-1", "keys": ["a", "b"]}]
+    mail = next(s for s in body["scopes"] if s["scope"] == "mail")
+    assert (mail["claimed"], mail["failed"], mail["shared_resource_ids"]) == (1, 1, [])
+    yesterday = ks.reports.daily(tenant_id, today - dt.timedelta(days=1), clock.now)
+    assert all(s["claimed"] == 0 for s in yesterday["scopes"])
+
+
+def test_metrics_move_by_the_expected_amounts(app, http, tokens):
+    def scrape():
+        text = http.client.get("/metrics").get_data(as_text=True)
+        found = {}
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                found[(s.name, tuple(sorted(s.labels.items())))] = s.value
+        return found
+    before = scrape()
+    lease = http.post("/v1/claim", {"scope": "m", "key": "k", "payload": 1})[1]["lease_token"]
+    http.post("/v1/claim", {"scope": "m", "key": "k", "payload": 1})  # in progress
+    http.post("/v1/complete", {"scope": "m", "key": "k", "lease_token": lease,
+                               "state": "succeeded"})
+    for _ in range(2):
+        http.post("/v1/claim", {"scope": "m", "key": "k", "payload": 1})  # replays
+    http.post("/v1/claim", {"scope": "m", "key": "k", "payload": 2})  # mismatch
+    after = scrape()
+    delta = lambda name, **labels: after.get((name, tuple(sorted(labels.items()))), 0) - \
+        before.get((name, tuple(sorted(labels.items()))), 0)
+    assert delta("keystore_claims_total", scope="m", outcome="acquired") == 1
+    assert delta("keystore_claims_total", scope="m", outcome="replay") == 2
+    assert delta("keystore_claims_total", scope="m", outcome="in_progress") == 1
+    assert delta("keystore_claims_total", scope="m", outcome="fingerprint_mismatch") == 1
+    assert delta("keystore_duplicates_suppressed_total", scope="m") == 3
+    assert delta("keystore_fingerprint_mismatches_total", scope="m") == 1
+    assert after[("keystore_open_reviews", (("kind", "fingerprint_mismatch"),))] == 1
+    assert after[("keystore_open_reviews_by_age", (("age", "lt_1h"),
+                                                   ("kind", "fingerprint_mismatch")))] == 1
+    assert delta("keystore_request_duration_seconds_count", endpoint="/v1/claim") == 5
