@@ -49,7 +49,7 @@ def main() -> None:
                     for s in ["noop", *scenarios]:
                         mode, conn_attr, _ = CLOSED[s]
                         conns = {"connections": 16, "hot_connections": 64,
-                                 "batch_connections": 4}[conn_attr]
+                                 "batch_connections": 8}[conn_attr]
                         run = loadgen.wrk(svc.url, mode, db.token, f"{side}{r}{s}",
                                           seconds=a.seconds, connections=conns,
                                           key_range=10_000)

@@ -15,14 +15,14 @@ class Profile:
     sweep_rows: int  # expired rows the sweep purges while claims run
     connections: int = 16  # wrk -c16: the prototype figures used it
     hot_connections: int = 64  # "many claimers" of 100 hot keys
-    batch_connections: int = 4  # each request carries 1,000 keys
+    batch_connections: int = 8  # as many as pgbench's clients for the raw insert rate
     growth_connections: int = 4  # latency, not throughput: a light closed loop
     workers: int = 4
     threads: int = 4
     instance_rounds: int = 3  # rounds of the 1-and-2-instances comparison (restarts each)
 
 
-FULL = Profile("full", seconds=10, rounds=3, rate_seconds=15, base_rows=10_000,
+FULL = Profile("full", seconds=8, rounds=3, rate_seconds=10, base_rows=10_000,
                sizes=(10_000, 1_000_000, 5_000_000), sweep_rows=1_000_000)
 SMOKE = Profile("smoke", seconds=1, rounds=3, rate_seconds=2, base_rows=1_000,
                 sizes=(1_000, 5_000), sweep_rows=2_000, instance_rounds=1)

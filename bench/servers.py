@@ -41,7 +41,11 @@ class Service:
 
     def start(self, timeout: float = 60) -> "Service":
         env = {**os.environ, "KEYSTORE_DATABASE_URL": self.database_url,
-               "KEYSTORE_BENCH_NOOP": "1", "KEYSTORE_LOG_LEVEL": "WARNING", **self.env}
+               "KEYSTORE_BENCH_NOOP": "1", "KEYSTORE_LOG_LEVEL": "WARNING",
+               # the background jobs would write at moments of their own; the sweep
+               # scenario runs `keystore sweep` itself
+               "KEYSTORE_SWEEP_INTERVAL_SECONDS": "0",
+               "KEYSTORE_RECONCILE_INTERVAL_SECONDS": "0", **self.env}
         command = [KEYSTORE]
         if self.source is not None:  # PYTHONPATH comes before the editable install's finder
             env["PYTHONPATH"] = str(self.source)
