@@ -33,7 +33,7 @@ def machine() -> dict:
     return {"cpu": cpu, "cores": os.cpu_count(), "mem_gib": round(mem / 2**20, 1),
             "kernel": platform.release(), "python": platform.python_version(),
             "sqlite": sqlite3.sqlite_version, "postgres": version(["pg_config", "--version"]),
-            "wrk": version(["wrk", "-v"])[:40], "pgbench": version(["pgbench", "--version"]),
+            "wrk": version(["wrk", "-v"]).split(" [")[0], "pgbench": version(["pgbench", "--version"]),
             "packages": pkgs, "load_average": os.getloadavg()}
 
 
