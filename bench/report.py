@@ -107,7 +107,8 @@ def charts(results: dict, derived: dict, outdir: Path, stem: str) -> list[Path]:
     for ax, key, title in ((axes[0], "vs_noop", "requests/s ÷ no-op endpoint (ceiling)"),
                            (axes[1], "vs_limit", "rate ÷ database limit (no HTTP)")):
         names = [s for s in SCENARIOS if any(derived["ratios"][b][s][key] is not None
-                                             for b in backends)]
+                                             for b in backends)
+                 and not (key == "vs_noop" and s == "batch")]  # keys/s: vs raw inserts only
         width = 0.8 / max(1, len(backends))
         for i, b in enumerate(backends):
             vals = [derived["ratios"][b][s][key] or 0 for s in names]

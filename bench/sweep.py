@@ -1,10 +1,10 @@
 """The sweep scenario: purge expired rows while claims run at a constant rate.
 
-HOOK(sweep): `keystore sweep` (retention, issue 6) is being built in parallel. Until it
-lands, `available()` is False and the scenario is reported as not run, with the reason.
-When it lands, nothing here needs to change if it is `keystore sweep` with the database in
-KEYSTORE_DATABASE_URL and it exits when no expired record is left; otherwise set
-KEYSTORE_BENCH_SWEEP_CMD to the command line (split on spaces) that purges once and exits.
+HOOK(sweep): the command is `keystore sweep` (retention, from the operations issue), run
+with the database in KEYSTORE_DATABASE_URL; it purges every expired record in short
+batches and exits. KEYSTORE_BENCH_SWEEP_CMD replaces it (a command line, split on spaces)
+to measure another sweeper. Where no sweeper answers `--help`, the scenario is reported as
+not run, with the reason, instead of failing the whole benchmark.
 """
 from __future__ import annotations
 
