@@ -37,7 +37,8 @@ def markdown(doc: dict, images: list[str]) -> str:
             rate = c.get("keys_per_s", c["rps"])
             r = d["ratios"][b].get(s, {})
             lim = f" ({_f(c['limit'], 0)}/s)" if "limit" in c else ""
-            row += [_f(rate, 0), _f(r.get("vs_noop"), 2) if s != "noop" else "1",
+            vs_noop = {"noop": "1", "batch": "-"}.get(s) or _f(r.get("vs_noop"), 2)
+            row += [_f(rate, 0), vs_noop,
                     (_f(r.get("vs_limit"), 2) + lim) if "limit" in c else "-",
                     f"{c['p50_ms']:.1f} / {c['p99_ms']:.1f}"]
         out.append("| " + " | ".join(row) + " |")
