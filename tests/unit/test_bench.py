@@ -1,0 +1,116 @@
+"""The benchmark harness's own logic (bench/): what makes its figures trustworthy.
+
+The harness as a whole runs in CI as `bench/run --smoke`; these check the parts whose
+mistakes would not show there: latency measured from the due time (no coordinated
+omission), the database limit running the service's exact statement, profile attribution,
+and targets judged the right way round.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import re
+import socket
+import threading
+import time
+
+from bench import dblimit, profile, rate, report
+from bench.databases import BenchDb
+
+
+def _stalling_server(stall_s: float) -> tuple[int, threading.Event]:
+    """A keep-alive HTTP server that answers at once, except that it stalls once."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    done = threading.Event()
+
+    def serve() -> None:
+        conn, _ = srv.accept()
+        stalled = False
+        buf = b""
+        while not done.is_set():
+            data = conn.recv(65536)
+            if not data:
+                break
+            buf += data
+            while b"\r\n\r\n" in buf:
+                head, _, rest = buf.partition(b"\r\n\r\n")
+                length = int(re.search(rb"Content-Length: (\d+)", head).group(1))
+                if len(rest) < length:
+                    break
+                buf = rest[length:]
+                if not stalled:
+                    stalled = True
+                    time.sleep(stall_s)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+        conn.close()
+        srv.close()
+    threading.Thread(target=serve, daemon=True).start()
+    return srv.getsockname()[1], done
+
+
+def test_constant_rate_counts_a_stall_in_every_request_that_was_due_during_it():
+    port, done = _stalling_server(0.5)
+    args = argparse.Namespace(url=f"http://127.0.0.1:{port}", mode="noop", token="-",
+                              prefix="t", rate=40.0, seconds=1.5, connections=1)
+    try:
+        out = asyncio.run(rate.main_async(args))
+    finally:
+        done.set()
+    assert out["status"] == {"200": 60}
+    # ~20 requests were due during the 0.5 s stall; a closed-loop tool would show one slow
+    # request (p90 near zero), measuring from the due time shows a quarter of them late.
+    assert out["p90_us"] > 150_000
+    assert out["p50_us"] < 150_000
+
+
+def test_the_pgbench_script_is_the_services_claim_with_every_parameter_bound():
+    db = BenchDb("postgres", "postgresql+psycopg://u@127.0.0.1:1/none", tenant_id=7)
+    text, _ = dblimit.statements(db.url)["claim"]
+    script = dblimit.pgbench_script(db, "claim", 1)
+    assert "%(" not in script
+    assert script.startswith("\\set k random(")
+    assert "ON CONFLICT (tenant_id, scope, key) DO UPDATE" in script
+    assert text.split(" VALUES ")[0] in script  # the same column list, in the same order
+    assert "7::INTEGER" in script  # the tenant is bound
+
+
+def test_profile_counts_only_threads_that_serve_a_request():
+    raw = "\n".join([
+        "_worker (concurrent/futures/thread.py:81);Condition.wait (threading.py:320) 90",
+        "ThreadWorker.handle (gunicorn/workers/gthread.py:553);claim (keystore_service/api.py:"
+        "64);KeyStoreService.claim (keystore_service/service.py:75);RecordStore.claim "
+        "(keystore_service/store.py:97);Connection.wait (psycopg/connection.py:495) 6",
+        "ThreadWorker.handle (gunicorn/workers/gthread.py:553);write (gunicorn/util.py:348) 4",
+    ])
+    text = profile.summarize(raw)
+    assert "request samples: 10 (other thread samples, waiting for work: 90)" in text
+    assert re.search(r"60\.0%\s+psycopg", text)
+    assert re.search(r"60\.0%\s+store.claim", text)
+    assert re.search(r"40\.0%\s+gunicorn", text)
+
+
+def _result(claim_rps: float, noop_rps: float) -> dict:
+    def s(rps: float, limit: float | None = None) -> dict:
+        out = {"rps": rps, "p50_ms": 1.0, "p99_ms": 2.0, "status": {}, "failures": 0}
+        if limit is not None:
+            out["limit"] = limit
+        return out
+    closed = {"noop": s(noop_rps), "claim_new": s(claim_rps, 1000), "replay": s(50, 1000),
+              "cycle": s(50), "hot_keys": s(50), "lookup": s(50, 1000),
+              "batch": {**s(1, 100_000), "keys_per_s": 60_000}, "_locked_in_log": 0,
+              "_latency": {"rate": 10, "claim": s(10), "noop": s(10)}}
+    size = {"claim_new": s(1), "lookup": s(1)}
+    return {"closed": closed, "growth": {"10": size, "50": size, "_sweep": {"ran": False}},
+            "rss_mb_max": 80.0}
+
+
+def test_targets_are_judged_the_right_way_round():
+    derived = report.derive({"postgres": _result(claim_rps=700, noop_rps=1000)})
+    by_name = {t["target"].split(" >=")[0].split(" <")[0]: t for t in derived["targets"]}
+    assert by_name["PostgreSQL: claims of new keys / no-op"]["met"] is True
+    assert by_name["PostgreSQL: replays / no-op"]["met"] is False  # 0.05
+    assert by_name["PostgreSQL: batch keys/s / raw insert keys/s"]["value"] == 0.6
+    assert by_name["PostgreSQL: max RSS per worker (MiB)"]["met"] is True
+    assert by_name["PostgreSQL: claim p99 during the sweep / before"]["met"] is None
