@@ -98,8 +98,11 @@ def reconcile(batch: int) -> None:
 
 
 @main.command(help="Purge expired records in short batches. Safe beside running services.")
-@click.option("--batch", default=1000, show_default=True, type=click.IntRange(1, 100_000))
-def sweep(batch: int) -> None:
+@click.option("--batch", default=500, show_default=True, type=click.IntRange(1, 100_000))
+@click.option("--pause-ratio", default=1.0, show_default=True, type=click.FloatRange(0, 100),
+              help="Pause after each batch this many times as long as it took (0: none), "
+                   "so that claims are not starved while it runs.")
+def sweep(batch: int, pause_ratio: float) -> None:
     ks = _keystore()
     shown = [0.0]
 
@@ -107,7 +110,7 @@ def sweep(batch: int) -> None:
         if time.monotonic() - shown[0] >= 1:
             _say(f"keystore sweep: {total} purged so far")
             shown[0] = time.monotonic()
-    total = ks.jobs.sweep(batch=batch, progress=progress)
+    total = ks.jobs.sweep(batch=batch, progress=progress, pause_ratio=pause_ratio)
     click.echo(total)
     _say(f"keystore: purged {total} expired records")
 

@@ -10,6 +10,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from typing import Optional
@@ -88,14 +89,21 @@ class Jobs:
         self.service.events.lease_expired(seen.scope)
         return new.state
 
-    def sweep(self, batch: int = BATCH * 2, max_batches: int = 100_000,
-              progress: Optional[Callable[[int], None]] = None) -> int:
+    def sweep(self, batch: int = BATCH, max_batches: int = 100_000,
+              progress: Optional[Callable[[int], None]] = None, pause_ratio: float = 1.0,
+              sleep: Callable[[float], None] = time.sleep) -> int:
         """Purge expired records, `keep_finished` after expiry (records with an open review:
-        `keep_unresolved`), one short transaction per batch. Returns how many went."""
+        `keep_unresolved`), one short transaction per batch. Returns how many went.
+
+        After each batch it pauses `pause_ratio` times as long as the batch took: back to
+        back, the deletes starve the claims (SQLite's one write lock is taken again before a
+        waiting claim's busy handler wakes up; PostgreSQL's WAL flushes queue behind them).
+        Measured in docs/benchmarks.md."""
         now, total = self.service.clock(), 0
         params = {"now": now, "cutoff": now - self.keep_finished,
                   "cutoff_unresolved": now - self.keep_unresolved, "n": batch}
         for _ in range(max_batches):
+            started = time.monotonic()
             with self.records.transaction() as cur:
                 gone = self._purge(cur, [row[0] for row in self._doomed.all(cur, params)], now)
             total += gone
@@ -103,6 +111,8 @@ class Jobs:
                 progress(total)
             if gone < batch:
                 break
+            if pause_ratio > 0:
+                sleep((time.monotonic() - started) * pause_ratio)
         return total
 
     def _purge(self, cur, ids: list[int], now: int) -> int:

@@ -142,3 +142,14 @@ def test_metrics_move_by_the_expected_amounts(app, http, tokens):
     assert after[("keystore_open_reviews_by_age", (("age", "lt_1h"),
                                                    ("kind", "fingerprint_mismatch")))] == 1
     assert delta("keystore_request_duration_seconds_count", endpoint="/v1/claim") == 5
+
+
+def test_the_sweeper_pauses_between_batches(ks, tenant_id, clock):
+    for n in range(25):
+        claim(ks, tenant_id, f"old-{n}", ttl=10, lease=5)
+    clock.advance(10)
+    pauses = []
+    assert ks.jobs.sweep(batch=10, pause_ratio=2.0, sleep=pauses.append) == 25
+    assert len(pauses) == 2 and all(p > 0 for p in pauses)  # after each full batch
+    assert ks.jobs.sweep(batch=10, pause_ratio=0, sleep=pauses.append) == 0
+    assert len(pauses) == 2
