@@ -1,8 +1,8 @@
 """The database limit: the service's own statements without HTTP, Flask or gunicorn.
 
 - PostgreSQL: `pgbench` runs the very SQL text the service compiled (the claim's INSERT ...
-  ON CONFLICT DO UPDATE ... RETURNING, the lookup's SELECT, the batch's unnest INSERT), with
-  prepared statements, 8 clients on 2 threads.
+  ON CONFLICT DO UPDATE ... RETURNING, the lookup's SELECT, the batch's INSERT ... FROM
+  jsonb_array_elements), with prepared statements, 8 clients on 2 threads.
 - SQLite: a plain Python loop in its own process (`python -m bench.dblimit`) runs the same
   compiled text on one sqlite3 connection in autocommit, with the service's pragmas. One
   process, because SQLite has one writer at a time whatever the number of processes.
@@ -61,13 +61,10 @@ def pgbench_script(db: BenchDb, mode: str, key_range: int) -> str:
                   "lease_until": now + 5 * MINUTE, "expires_at": now + 72 * 60 * MINUTE,
                   "on_stale": "reconcile"}
         exprs = {k: _literal(v) for k, v in values.items()}
-        exprs.update({
-            "keys": f"ARRAY(SELECT 'pgbb-' || :client_id || '-' || :k || '-' || g "
-                    f"FROM generate_series(1, {BATCH}) AS g)",
-            "fps": f"ARRAY(SELECT 'fp-' || g FROM generate_series(1, {BATCH}) AS g)",
-            "hashes": f"array_fill('{HASH}'::text, ARRAY[{BATCH}])",
-            "kinds": f"array_fill(NULL::text, ARRAY[{BATCH}])",
-            "versions": f"array_fill(NULL::bigint, ARRAY[{BATCH}])"})
+        exprs["rows"] = (  # the JSON rows the service sends, built by the server
+            f"(SELECT jsonb_agg(jsonb_build_array("
+            f"'pgbb-' || :client_id || '-' || :k || '-' || g, 'fp-' || g, '{HASH}', NULL, NULL)"
+            f" ORDER BY g) FROM generate_series(1, {BATCH}) AS g)")
         head = "\\set k random(1, 4000000000000000000)\n"
     else:
         text, defaults = statements(db.url)["claim" if mode != "lookup" else "lookup"]

@@ -1,6 +1,7 @@
 """The /v1 HTTP endpoints: parse, call the service, render. Nothing else lives here."""
 from __future__ import annotations
 
+from collections import Counter
 from typing import TypeVar
 
 from flask import Blueprint, current_app, g, request
@@ -100,13 +101,14 @@ def claim_batch():
         g.principal.tenant_id, body.scope, items,
         body.ttl_seconds or settings.default_ttl_seconds,
         body.lease_seconds or settings.default_lease_seconds, body.on_stale)
-    for r in results:
-        if r.outcome is not None:
-            _metrics().claim(body.scope, r.outcome.value)
-    return respond({"results": [_item_json(r) for r in results]})
+    observed = _metrics()  # once per batch: counted per outcome, not per item
+    for outcome, count in Counter(r.outcome.value for r in results if r.outcome).items():
+        observed.claim(body.scope, outcome, count)
+    open_review = _service().open_review
+    return respond({"results": [_item_json(r, open_review) for r in results]})
 
 
-def _item_json(r: ItemResult) -> dict:
+def _item_json(r: ItemResult, open_review) -> dict:
     out: dict = {}
     if r.outcome is not None:
         out["outcome"] = r.outcome.value
@@ -115,7 +117,7 @@ def _item_json(r: ItemResult) -> dict:
     if r.error is not None:
         out["error"] = error_json(r.error)
     if r.record is not None:
-        out["record"] = _record(r.record)
+        out["record"] = record_json(r.record, open_review)
     return out
 
 

@@ -54,13 +54,13 @@ class Metrics(Events):
             self._scopes.add(scope)
         return scope
 
-    def claim(self, scope: str, outcome: str) -> None:
+    def claim(self, scope: str, outcome: str, count: int = 1) -> None:
         scope = self._scope(scope)
-        CLAIMS.labels(scope, outcome).inc()
+        CLAIMS.labels(scope, outcome).inc(count)
         if outcome in _REPEATS:
-            DUPLICATES.labels(scope).inc()
+            DUPLICATES.labels(scope).inc(count)
         elif outcome == "fingerprint_mismatch":
-            MISMATCHES.labels(scope).inc()
+            MISMATCHES.labels(scope).inc(count)
 
     def lease_expired(self, scope: str) -> None:
         LEASE_EXPIRIES.labels(self._scope(scope)).inc()

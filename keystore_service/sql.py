@@ -52,11 +52,11 @@ _INSERTED = ("tenant_id, scope, key, state, fingerprint, attempt, incarnation, l
 _PG = {
     "insert": f"""
         INSERT INTO records ({_INSERTED})
-        SELECT %(tenant_id)s::int, %(scope)s::text, u.key, 'in_progress', u.fp, 1, 1, u.h,
-               %(now)s::bigint, %(lease_until)s::bigint, %(on_stale)s::text, %(now)s::bigint,
-               %(now)s::bigint, %(expires_at)s::bigint, 0, u.vk, u.v
-        FROM unnest(%(keys)s::text[], %(fps)s::text[], %(hashes)s::text[], %(kinds)s::text[],
-                    %(versions)s::bigint[]) WITH ORDINALITY AS u(key, fp, h, vk, v, n)
+        SELECT %(tenant_id)s::int, %(scope)s::text, u.r->>0, 'in_progress', u.r->>1, 1, 1,
+               u.r->>2, %(now)s::bigint, %(lease_until)s::bigint, %(on_stale)s::text,
+               %(now)s::bigint, %(now)s::bigint, %(expires_at)s::bigint, 0, u.r->>3,
+               (u.r->>4)::bigint
+        FROM jsonb_array_elements(%(rows)s::jsonb) WITH ORDINALITY AS u(r, n)
         ORDER BY u.n
         ON CONFLICT (tenant_id, scope, key) DO NOTHING
         RETURNING {COLUMNS}""",
@@ -104,12 +104,11 @@ class BatchSql:
 
     def insert(self, cur: Any, shared: dict, rows: list[tuple]) -> list[tuple]:
         """rows: (key, fingerprint, lease_token_hash, version_kind, version), keys in order."""
-        if self.sqlite:
-            params = {**shared, "rows": json.dumps(rows, ensure_ascii=False)}
-        else:
-            columns = list(zip(*rows, strict=True)) if rows else [[]] * 5
-            params = {**shared, **dict(zip(("keys", "fps", "hashes", "kinds", "versions"),
-                                           map(list, columns), strict=True))}
+        # One JSON text on both backends. PostgreSQL, 1,000 rows: psycopg dumps a Python list
+        # element by element (a regex search each), so five arrays cost ~4.7 ms of the
+        # service's CPU against ~0.8 ms for the JSON, and jsonb_array_elements takes the server
+        # ~4.2 ms against ~5.3 ms for unnest of five arrays (json, re-parsed by each ->>: 6.6).
+        params = {**shared, "rows": json.dumps(rows, ensure_ascii=False)}
         cur.execute(self.text["insert"], params)
         return cur.fetchall()
 

@@ -143,6 +143,18 @@ def test_metrics_move_by_the_expected_amounts(app, http, tokens):
                                                    ("kind", "fingerprint_mismatch")))] == 1
     assert delta("keystore_request_duration_seconds_count", endpoint="/v1/claim") == 5
 
+    # A batch counts every item by its outcome (summed per outcome, once per batch).
+    before = scrape()
+    http.post("/v1/claim/batch", {"scope": "mb", "items": [
+        {"key": "a", "payload": 1}, {"key": "b", "payload": 1}, {"key": "a", "payload": 1},
+        {"key": "a", "payload": 2}, {"key": "c", "payload": 1}]})
+    after = scrape()
+    assert delta("keystore_claims_total", scope="mb", outcome="acquired") == 3
+    assert delta("keystore_claims_total", scope="mb", outcome="in_progress") == 1
+    assert delta("keystore_claims_total", scope="mb", outcome="fingerprint_mismatch") == 1
+    assert delta("keystore_duplicates_suppressed_total", scope="mb") == 1
+    assert delta("keystore_fingerprint_mismatches_total", scope="mb") == 1
+
 
 def test_the_sweeper_pauses_between_batches(ks, tenant_id, clock):
     for n in range(25):
