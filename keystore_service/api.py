@@ -102,7 +102,8 @@ def claim_batch():
         body.ttl_seconds or settings.default_ttl_seconds,
         body.lease_seconds or settings.default_lease_seconds, body.on_stale)
     observed = _metrics()  # once per batch: counted per outcome, not per item
-    for outcome, count in Counter(r.outcome.value for r in results if r.outcome).items():
+    counts = Counter(r.outcome.value for r in results if r.outcome is not None)
+    for outcome, count in counts.items():
         observed.claim(body.scope, outcome, count)
     open_review = _service().open_review
     return respond({"results": [_item_json(r, open_review) for r in results]})
