@@ -122,8 +122,14 @@ class Database:
 
     def _discard_if_broken(self, conn: Any, cur: Any, exc: BaseException) -> None:
         if self.engine.dialect.is_disconnect(exc, conn.dbapi_connection, cur):
-            log.warning("database connection lost; discarding it: %s", type(exc).__name__)
+            # A restarted server has dropped every pooled connection, not just this one:
+            # start the pool afresh (connections in use are dropped when they come back), so
+            # one request per worker meets a dead connection after a restart, not one per
+            # pooled connection.
+            log.warning("database connection lost; discarding the pool: %s",
+                        type(exc).__name__)
             _quietly(conn.invalidate)
+            _quietly(self.engine.dispose)
         else:
             log.warning("database unavailable: %s", _reason(exc))
 

@@ -238,7 +238,9 @@ class KeyStoreService:
         pause = 0.05
         while True:
             now = self.clock()
-            seen = self.records.get(tenant_id, scope, key)
+            # A read is always safe to repeat: the first lookup after a database restart
+            # finds its pooled connection dead, and gets an answer on a new one, not a 503.
+            seen = self.through_outages(lambda: self.records.get(tenant_id, scope, key))
             if seen is None or domain.expired(seen, now):
                 raise _verdict_error(Verdict.NOT_FOUND if seen is None else Verdict.EXPIRED,
                                      seen, now)

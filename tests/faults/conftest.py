@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 import requests
 
@@ -31,12 +33,24 @@ def private_pg():
 
 
 def lookup_via(url: str, token: str):
+    """The stored record, or None when the service says there is none (404). Any other
+    answer is not evidence about the record: a 503 is asked again (and counted in
+    `lookup.unavailable`), anything else fails the test."""
     session = requests.Session()
 
     def lookup(key: str, scope: str = "invoice"):
-        r = session.get(url + "/v1/keys", params={"scope": scope, "key": key},
-                        headers={"Authorization": f"Bearer {token}"}, timeout=10)
-        return r.json()["record"] if r.status_code == 200 else None
+        for _ in range(50):
+            r = session.get(url + "/v1/keys", params={"scope": scope, "key": key},
+                            headers={"Authorization": f"Bearer {token}"}, timeout=10)
+            if r.status_code == 200:
+                return r.json()["record"]
+            if r.status_code == 404:
+                return None
+            assert r.status_code == 503, (r.status_code, r.text[:300])
+            lookup.unavailable += 1
+            time.sleep(0.2)
+        raise AssertionError(f"no answer for {key} after 50 tries")
+    lookup.unavailable = 0
     return lookup
 
 
