@@ -122,12 +122,15 @@ class N8n {
 		await this.cli('publish:workflow', `--id=${id}`);
 	}
 
-	/** `n8n execute --id --rawOutput`: the run data of the execution (the JSON after the log lines). */
+	/**
+	 * `n8n execute --id --rawOutput`: the run data of the execution, the JSON document between
+	 * the log lines (n8n may print more lines after it, e.g. on its first run after an install).
+	 */
 	async execute(id) {
 		const stdout = await this.cli('execute', `--id=${id}`, '--rawOutput');
 		const start = stdout.indexOf('{\n');
 		if (start < 0) throw new Error(`n8n execute printed no JSON: ${stdout.slice(0, 2000)}`);
-		return JSON.parse(stdout.slice(start));
+		return JSON.parse(stdout.slice(start, endOfJson(stdout, start)));
 	}
 
 	/** `n8n start` on 127.0.0.1; resolves once the published workflows' webhooks are live. */
@@ -177,6 +180,28 @@ function nodeOutputs(result, nodeName) {
 	const runs = result.data.resultData.runData[nodeName];
 	if (!runs) return undefined;
 	return runs[0].data.main.map((items) => (items ?? []).map((item) => item.json));
+}
+
+/** The index just past the JSON object or array that starts at `start` in `text`. */
+function endOfJson(text, start) {
+	let depth = 0;
+	let inString = false;
+	let escaped = false;
+	for (let i = start; i < text.length; i++) {
+		const c = text[i];
+		if (inString) {
+			if (escaped) escaped = false;
+			else if (c === '\\') escaped = true;
+			else if (c === '"') inString = false;
+		} else if (c === '"') {
+			inString = true;
+		} else if (c === '{' || c === '[') {
+			depth++;
+		} else if ((c === '}' || c === ']') && --depth === 0) {
+			return i + 1;
+		}
+	}
+	throw new Error(`n8n execute printed unfinished JSON: ${text.slice(start, start + 2000)}`);
 }
 
 module.exports = { N8n, nodeOutputs, PACKAGE_DIR };
