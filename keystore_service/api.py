@@ -27,8 +27,10 @@ def _record(record) -> dict:
     return record_json(record, _service().open_review)
 
 
-@bp.before_request
-def _authenticate() -> None:
+def authenticate() -> None:
+    """Every path under /v1 checks the token before it is routed (the app calls this for
+    matched and unmatched paths alike): a mistyped base URL with a wrong token answers 401,
+    never a 404 that a credential test could take for an accepted token."""
     ks = current_app.extensions["keystore"]
     g.principal = ks.auth.authenticate(request.headers.get("Authorization"))
     if ks.limiter.enabled:
@@ -66,6 +68,12 @@ def _version(body: schemas.ClaimRequest | schemas.BatchItem) -> tuple[str | None
 
 def _metrics():
     return current_app.extensions["keystore"].metrics
+
+
+@bp.get("/whoami")
+def whoami():
+    p = g.principal
+    return respond({"tenant": p.tenant, "role": p.role, "token": p.token_name})
 
 
 @bp.post("/claim")

@@ -82,7 +82,7 @@ def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock,
     app.json.sort_keys = False
     keystore = app.extensions["keystore"] = build(settings, clock)
 
-    from .api import bp
+    from .api import authenticate, bp
     app.register_blueprint(bp)
     ui.init_app(app)
     _service_endpoints(app)
@@ -90,11 +90,19 @@ def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock,
     _request_metrics(app)
     if settings.access_log:
         _access_log(app)
+    app.before_request(_v1_token_first(authenticate))  # after the clocks and the access log
     if background_jobs:
         app.extensions["keystore_timer"] = Timer(
             keystore.jobs, settings.reconcile_interval_seconds,
             settings.sweep_interval_seconds).start()
     return app
+
+
+def _v1_token_first(authenticate):
+    def check() -> None:
+        if request.path == "/v1" or request.path.startswith("/v1/"):
+            authenticate()
+    return check
 
 
 def _service_endpoints(app: Flask) -> None:

@@ -28,9 +28,10 @@ class Authenticator:
 
     def authenticate(self, header: Optional[str]) -> Principal:
         """The principal of an `Authorization: Bearer <token>` header; 401 otherwise."""
-        if not header or not header.startswith("Bearer "):
+        scheme, _, token = (header or "").strip().partition(" ")
+        if scheme.lower() != "bearer":  # the scheme is case-insensitive (RFC 9110, 11.1)
             raise errors.Unauthorized()
-        token = header[7:].strip()
+        token = token.strip()
         if not token or len(token) > 256:
             raise errors.Unauthorized()
         key = hash_token(token)  # the cache never holds the token itself

@@ -117,7 +117,7 @@ def document() -> dict:
               schemas.ResolveRequest, schemas.ResolveResponse, schemas.ReviewsResponse,
               schemas.ReportResponse, schemas.CompleteRequest, schemas.ReleaseRequest,
               schemas.ExtendRequest, schemas.ExpireRequest, schemas.ClaimResponse,
-              schemas.RecordResponse, schemas.ErrorResponse, schemas.Health]
+              schemas.RecordResponse, schemas.ErrorResponse, schemas.Health, schemas.WhoAmI]
     _, defs = models_json_schema([(m, "validation" if m.__name__.endswith("Request")
                                    else "serialization") for m in models], ref_template=REF)
     paths = {
@@ -137,6 +137,9 @@ def document() -> dict:
         "/v1/resolve": _resolve(),
         "/v1/report": _operator_get("The daily reconciliation report, per scope (operator)",
                                     schemas.ReportResponse, schemas.ReportQuery),
+        "/v1/whoami": {"get": {"summary": "The token's tenant, role and name (credential tests)",
+                               "responses": {"200": _json(schemas.WhoAmI, "ok"),
+                                             **_errors("401", "429", "503")}}},
         "/healthz": _plain("The process is alive"),
         "/readyz": _plain("The database answers"),
     }

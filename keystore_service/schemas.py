@@ -325,3 +325,9 @@ class RecordResponse(_Out):
 
 class Health(_Out):
     status: str
+
+
+class WhoAmI(_Out):
+    tenant: str
+    role: Literal["client", "operator"]
+    token: str = Field(description="The token's name (never the token itself).")

@@ -145,6 +145,38 @@ def test_without_a_valid_token_it_is_401(http, token):
     assert status == 401 and body["error"]["code"] == "unauthorized"
 
 
+@pytest.mark.parametrize("path", ["/v1/nothing", "/v1", "/v1/v1/claim", "/v1/claim"])
+@pytest.mark.parametrize("token", [None, "ks_wrong"])
+def test_the_token_is_checked_before_the_path_is_routed(http, path, token):
+    """A mistyped base URL (…/v1/v1/claim) with a wrong token must not look like an
+    accepted token: 401 for unknown paths and wrong methods alike (contract v1.1)."""
+    status, body, _ = http.get(path, token=token)
+    assert status == 401 and body["error"]["code"] == "unauthorized"
+
+
+@pytest.mark.parametrize("scheme", ["Bearer", "bearer", "BEARER", "bEaReR"])
+def test_the_auth_scheme_is_case_insensitive(app, tokens, scheme):
+    r = app.test_client().get("/v1/whoami",
+                              headers={"Authorization": f"{scheme} {tokens['acme']}"})
+    assert r.status_code == 200, r.get_json()
+
+
+@pytest.mark.parametrize("header", ["Basic abc", "Bearer", "Bearerks_x", "Token ks_x"])
+def test_other_schemes_are_401(app, tokens, header):
+    r = app.test_client().get("/v1/whoami", headers={"Authorization": header})
+    assert r.status_code == 401
+
+
+def test_whoami_names_the_tenant_role_and_token(http, tokens):
+    status, body, _ = http.get("/v1/whoami")
+    assert status == 200 and body == {"tenant": "acme", "role": "client", "token": "client-1"}
+    conforms(body, "WhoAmI")
+    status, body, _ = http.get("/v1/whoami", token=tokens["acme_operator"])
+    assert body == {"tenant": "acme", "role": "operator", "token": "operator-1"}
+    status, body, _ = http.get("/v1/whoami", token=tokens["globex"])
+    assert body["tenant"] == "globex"
+
+
 def test_a_revoked_token_stops_working(app, tokens):
     from keystore_service.app import create_app
     from keystore_service.settings import Settings
