@@ -35,6 +35,14 @@ def _no_control(value: str) -> str:
     return value
 
 
+def _printable(value: str) -> str:
+    """The contract's "printable characters": no control, format (U+200B), separator other
+    than the space (U+2028), private-use or unassigned characters (str.isprintable)."""
+    if not value.isprintable():
+        raise ValueError("must be printable characters only")
+    return value
+
+
 def _integral(value: Any) -> Any:
     """JSON has one number type: 60.0 is the integer 60 (as in the fingerprint's canonical
     form); 60.5 stays a float and is refused by the strict int that follows."""
@@ -60,7 +68,7 @@ def Int(ge: int, le: int):  # noqa: N802 (a type factory)
 Scope = Annotated[str, StringConstraints(min_length=1, max_length=128,
                                          pattern=r"^[A-Za-z0-9_.:\-]+$")]
 Key = Text(1, 512)
-Fingerprint = Text(1, 256)
+Fingerprint = Annotated[Text(1, 256), AfterValidator(_printable)]
 LeaseToken = Annotated[str, StringConstraints(min_length=1, max_length=256)]
 Text128 = Text(1, 128)
 Text256 = Text(1, 256)

@@ -64,6 +64,24 @@ BAD_CLAIMS = [
     ("huge integer", b'{"scope":"a","key":"b","payload":' + b"9" * 5000 + b"}", 400,
      "invalid_request"),
     ("oversize body", body(payload="x" * (1024 * 1024)), 413, "payload_too_large"),
+    # Issue 13: valid RFC 3339 whose UTC instant is in the year 10000 or before year 1 was
+    # stored, and every later answer about the record failed with 500.
+    ("version after 9999 in UTC", body(version="9999-12-31T23:59:59-23:59"), 400,
+     "invalid_request"),
+    ("version before year 1 in UTC", body(version="0001-01-01T00:00:00+23:59"), 400,
+     "invalid_request"),
+    ("version with Arabic-Indic digits", body(version="٢٠٢٦-01-01T00:00:00Z"), 400,
+     "invalid_request"),
+    ("version with fullwidth digits", body(version="２０２６-01-01T00:00:00Z"), 400,
+     "invalid_request"),
+    ("version of 2^63", body(version=2**63), 400, "invalid_request"),
+    ("negative version", body(version=-1), 400, "invalid_request"),
+    ("fingerprint with a zero-width space", body(payload=..., fingerprint="fp\u200b"), 400,
+     "invalid_request"),
+    ("fingerprint with a line separator", body(payload=..., fingerprint="fp\u2028x"), 400,
+     "invalid_request"),
+    ("fingerprint with a private-use character", body(payload=..., fingerprint="\ue000"), 400,
+     "invalid_request"),
 ]
 
 
@@ -103,6 +121,46 @@ def test_bad_holder_calls_are_refused_and_change_nothing(app, http, tokens, path
                                  token=token)
     assert status == 400 and body_["error"]["code"] == "invalid_request"
     assert snapshot(app) == before
+
+
+EDGE_VERSIONS = ["9999-12-31T23:59:59-23:59", "0001-01-01T00:00:00+23:59"]
+
+
+def test_a_batch_with_an_edge_version_is_refused_whole(app, http):
+    before = snapshot(app)
+    items = [{"key": "a", "version": 1}, {"key": "b", "version": EDGE_VERSIONS[0]},
+             {"key": "c", "version": "2026-01-01T00:00:00Z"}]
+    status, body_, _ = http.post("/v1/claim/batch", {"scope": "poll", "items": items})
+    assert status == 400 and body_["error"]["code"] == "invalid_request"
+    assert body_["error"]["details"]["errors"][0]["field"].startswith("items.1.version")
+    assert snapshot(app) == before
+
+
+@pytest.mark.parametrize("version", ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z",
+                                     "0001-01-01T23:59:00+23:59", "9999-12-31T00:00:00-23:59"])
+def test_the_first_and_last_instants_are_stored_and_shown(http, version):
+    from keystore_service import versions
+    status, body_, _ = http.post("/v1/claim", body(version=version))
+    assert status == 201, body_
+    assert body_["record"]["version"] == versions.show(*versions.parse(version))
+    status, body_, _ = http.get("/v1/keys", scope=GOOD["scope"], key=GOOD["key"])
+    assert status == 200 and versions.parse(body_["record"]["version"]) == versions.parse(version)
+
+
+def test_a_record_stored_before_the_range_check_still_answers(app, http, tokens):
+    """A row written by v0.1.0 with an instant in the year 10000: lookups, claims and the
+    review list answer instead of failing for the whole tenant."""
+    status, _, _ = http.post("/v1/claim", body(version="2026-01-01T00:00:00Z"))
+    assert status == 201
+    engine = app.extensions["keystore"].database.engine
+    with engine.begin() as conn:
+        conn.execute(records.update().values(version=253_402_300_799_999_999 + 86_400_000_000))
+    status, body_, _ = http.get("/v1/keys", scope=GOOD["scope"], key=GOOD["key"])
+    assert status == 200 and body_["record"]["version"] == "10000-01-01T23:59:59.999999Z"
+    status, body_, _ = http.post("/v1/claim", body(payload={"other": 1}))
+    assert status == 422 and body_["record"]["version"].startswith("10000-")
+    status, body_, _ = http.get("/v1/reviews", token=tokens["acme_operator"])
+    assert status == 200 and len(body_["reviews"]) == 1
 
 
 def test_error_messages_never_echo_the_payload(http):
