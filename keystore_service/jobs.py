@@ -39,7 +39,8 @@ class Jobs:
         self.keep_unresolved = keep_unresolved_seconds * domain.SECOND
         d = self.db.engine.dialect
         stale = (select(records).where(
-            R.state == State.IN_PROGRESS.value, R.lease_expires_at <= bindparam("now"),
+            R.state == State.IN_PROGRESS.value, R.on_stale == domain.OnStale.RECONCILE.value,
+            R.lease_expires_at <= bindparam("now"),
             R.expires_at > bindparam("now")).order_by(R.lease_expires_at)
             .limit(bindparam("n")))
         doomed = (select(R.id).where(
@@ -62,8 +63,14 @@ class Jobs:
         ).returning(job_locks.c.holder), d)
 
     def reconcile(self, batch: int = BATCH, max_batches: int = 10_000) -> Counter:
-        """Move in-progress records whose lease ran out to needs_reconciliation (opening a
-        stale_lease review), or free them (released) when their holder chose `retry`."""
+        """Move in-progress records whose lease ran out under `on_stale: reconcile` to
+        needs_reconciliation, opening a stale_lease review.
+
+        Leases held under `retry` are left alone: the next claim takes them over by itself,
+        and until then the holder's token must keep working (contract: "until a newer
+        attempt or a person's resolution replaces it"). Freeing them here (as v0.1 did)
+        refused the holder's late completion with lease_lost and let the next claim do the
+        effect a second time (issue 13, item 2)."""
         now, done = self.service.clock(), Counter()
         for _ in range(max_batches):
             with self.records.transaction() as cur:
@@ -75,13 +82,8 @@ class Jobs:
         return done
 
     def _reconcile_one(self, cur, seen: Record, now: int) -> str:
-        if seen.on_stale == domain.OnStale.RETRY.value:
-            changes = {"state": State.RELEASED.value, "lease_expires_at": None}
-            ended = {"ending": "released", "ended_at": now,
-                     "reason": "lease ran out; freed by the reconciler (on_stale retry)"}
-        else:
-            changes, ended = {"state": State.NEEDS_RECONCILIATION.value}, None
-        new = self.records.compare_and_set(seen, changes, cur, ended)
+        new = self.records.compare_and_set(seen, {"state": State.NEEDS_RECONCILIATION.value},
+                                           cur)
         if new is None:
             return "changed_meanwhile"
         if new.state == State.NEEDS_RECONCILIATION.value:

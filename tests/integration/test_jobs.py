@@ -28,15 +28,31 @@ def test_the_reconciler_moves_stale_leases_and_opens_reviews(ks, tenant_id, cloc
     claim(ks, tenant_id, "gone", ttl=30, lease=10)  # stale but expired: counts as absent
     clock.advance(60)
     done = ks.jobs.reconcile(batch=2)
-    assert done == Counter({"needs_reconciliation": 2, "released": 1})
+    assert done == Counter({"needs_reconciliation": 2})
     assert ks.service.lookup(tenant_id, "s", "r1").state == "needs_reconciliation"
-    assert ks.service.lookup(tenant_id, "s", "t1").state == "released"
+    # a `retry` lease is left to the next claim: its holder's token still works until then
+    t1 = ks.service.lookup(tenant_id, "s", "t1")
+    assert t1.state == "in_progress" and t1.lease_expires_at <= clock.now
     assert ks.service.lookup(tenant_id, "s", "live").state == "in_progress"
     assert count(ks, reviews, reviews.c.kind == "stale_lease", reviews.c.state == "open") == 2
     assert ks.jobs.reconcile() == Counter()  # handled once
-    # the holder can still settle; the freed retry lease is taken by the next claim
+    # the holder can still settle; the stale retry lease is taken by the next claim
     ks.service.complete(tenant_id, "s", "r1", held["r1"].lease_token, "succeeded", "{}")
     assert claim(ks, tenant_id, "t1", on_stale="retry").record.attempt == 2
+
+
+def test_a_late_completion_under_retry_survives_the_reconciler(ks, tenant_id, clock):
+    """Issue 13, item 2: claim with a 1 s lease under `retry`, the reconciler runs after the
+    lease ran out, then the holder completes: accepted, and the next claim is a replay (the
+    effect is not done twice)."""
+    held = claim(ks, tenant_id, "slow", on_stale="retry", lease=1)
+    clock.advance(1.3)
+    ks.jobs.reconcile()
+    done = ks.service.complete(tenant_id, "s", "slow", held.lease_token, "succeeded",
+                               '{"resource_id":"INV-1"}', "INV-1")
+    assert done.state == "succeeded" and done.attempt == 1
+    again = claim(ks, tenant_id, "slow", on_stale="retry")
+    assert again.outcome.value == "replay" and again.record.attempt == 1
 
 
 def test_the_sweeper_purges_expired_records_in_batches(ks, tenant_id, clock):
