@@ -146,10 +146,21 @@ VERSION_TABLE: tuple[tuple[str, Callable[[Record, ClaimRequest], bool], Outcome,
 
 _Rule = Callable[[Record, ClaimRequest, Micros], bool]
 
-# The contract's claim table, in its order. An expired record is treated as absent first.
+def newer_version(r: Record, q: ClaimRequest) -> bool:
+    """The claim carries a newer version than the record: a new intent (contract v1.1,
+    "a newer version is never a mismatch"), not a repeat to compare by fingerprint."""
+    return versions_compare(r, q) == 1
+
+
+# The contract's claim table, in its order. An expired record is treated as absent first,
+# and a finished record with versions on both sides goes by VERSION_TABLE.
 CLAIM_TABLE: tuple[tuple[str, _Rule, Outcome, Action], ...] = (
-    ("different fingerprint", lambda r, q, now: fingerprints_differ(r.fingerprint, q.fingerprint),
+    ("different fingerprint",
+     lambda r, q, now: fingerprints_differ(r.fingerprint, q.fingerprint)
+     and not newer_version(r, q),
      Outcome.FINGERPRINT_MISMATCH, Action.NOTHING),
+    ("released, newer version", lambda r, q, now: r.state == State.RELEASED.value
+     and newer_version(r, q), Outcome.ACQUIRED, Action.NEW_INCARNATION),
     ("released", lambda r, q, now: r.state == State.RELEASED.value,
      Outcome.ACQUIRED, Action.NEXT_ATTEMPT),
     ("finished", lambda r, q, now: r.state in FINISHED,

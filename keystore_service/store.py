@@ -46,8 +46,9 @@ def counted_repeat_sql(row: Any, claim: Any):
     unversioned = or_(version.is_(None), row.version.is_(None))
     replay = and_(finished, or_(and_(fp_ok, or_(unversioned, version == row.version)),
                                 version < row.version))
-    # needs_reconciliation repeats are left to the slow path: they also count on the review
-    waiting = and_(fp_ok, live)
+    # needs_reconciliation repeats are left to the slow path: they also count on the review.
+    # A newer version waits for a live lease whatever its fingerprint (contract v1.1).
+    waiting = and_(or_(fp_ok, version > row.version), live)
     # A claim repeated after its answer was lost finds its own lease: not a repeat to count
     # (the slow path recognises it by the token's hash and answers acquired).
     not_ours = row.lease_token_hash.is_distinct_from(claim.lease_token_hash)

@@ -115,8 +115,23 @@ def test_a_newer_version_runs_again_an_older_or_equal_one_does_not(service, scop
 
     # the same key and version with other content: refused, for a person (exit 77)
     third = each(service, scope, effects, jsonl({"id": "a", "v": 3, "total": 4}), *options)
-    assert third.returncode == 77 and "refused: done before with a different payload" in \
-        third.stderr
+    assert third.returncode == 77, third.stderr
+    assert "line 1 (key a): refused: the key store holds this key (succeeded, version 3) " \
+        "with a different payload at the same or a newer version" in third.stderr
+
+
+def test_a_failed_record_that_changed_before_the_next_poll_runs_again(service, scope,
+                                                                      effects):
+    """Issue 13, item 17: the first attempt failed (released), the record changed before the
+    next poll: v1 refused it as a mismatch ("done before", which was false) and the key
+    stayed stuck. A newer version is a new intent."""
+    first = each(service, scope, effects, jsonl({"id": "x", "v": 1, "fail": True}),
+                 "--version-field", "v")
+    assert first.returncode == 123, first.stderr
+    second = each(service, scope, effects, jsonl({"id": "x", "v": 2, "total": 9}),
+                  "--version-field", "v")
+    assert second.returncode == 0, second.stderr
+    assert [json.loads(line)["v"] for line in lines(effects)] == [1, 2]
 
 
 def test_a_failing_command_leaves_its_record_to_the_next_run_and_the_others_go_on(

@@ -60,11 +60,46 @@ def test_the_version_table_for_a_finished_record(state):
     assert vclaim(r, version=None).outcome is domain.Outcome.REPLAY
 
 
-def test_versions_play_no_part_unless_the_record_is_finished():
+def test_an_older_or_equal_version_of_an_unfinished_record_goes_by_the_claim_table():
     r = rec(version_kind="int", version=5)  # in progress, lease live
-    assert vclaim(r, version=9).outcome is domain.Outcome.IN_PROGRESS
+    assert vclaim(r, version=4).outcome is domain.Outcome.IN_PROGRESS
+    assert vclaim(r, version=5, fp="other").outcome is domain.Outcome.FINGERPRINT_MISMATCH
     released = rec(state="released", lease_expires_at=None, version_kind="int", version=5)
     assert vclaim(released, version=1).action is domain.Action.NEXT_ATTEMPT
+    assert vclaim(released, version=5, fp="other").outcome is \
+        domain.Outcome.FINGERPRINT_MISMATCH
+
+
+def at(r, seconds):
+    return r.first_seen_at + int(seconds * domain.SECOND)
+
+
+@pytest.mark.parametrize("fp", ["fp1", "other", None])
+def test_a_newer_version_is_never_a_mismatch(fp):
+    """Contract v1.1: a poller whose first attempt was released, or is still running, was
+    refused with 422 when the record changed meanwhile, and the key stayed stuck."""
+    q = domain.ClaimRequest(fp, "int", 6)
+    released = rec(state="released", lease_expires_at=None, version_kind="int", version=5)
+    d = domain.decide_claim(released, q, at(released, 1))
+    assert (d.outcome, d.action, d.row) == (domain.Outcome.ACQUIRED,
+                                            domain.Action.NEW_INCARNATION,
+                                            "released, newer version")
+    live = rec(version_kind="int", version=5)
+    d = domain.decide_claim(live, q, at(live, 1))
+    assert (d.outcome, d.action) == (domain.Outcome.IN_PROGRESS, domain.Action.COUNT_REPEAT)
+    stale = rec(version_kind="int", version=5, lease_expires_at=at(live, 2))
+    d = domain.decide_claim(stale, q, at(stale, 3))
+    assert d.outcome is domain.Outcome.NEEDS_RECONCILIATION
+    retry = rec(version_kind="int", version=5, lease_expires_at=at(live, 2), on_stale="retry")
+    d = domain.decide_claim(retry, q, at(retry, 3))
+    assert (d.outcome, d.action) == (domain.Outcome.ACQUIRED, domain.Action.NEXT_ATTEMPT)
+    waiting = rec(state="needs_reconciliation", version_kind="int", version=5)
+    d = domain.decide_claim(waiting, q, at(waiting, 1))
+    assert d.outcome is domain.Outcome.NEEDS_RECONCILIATION
+    finished = rec(state="succeeded", lease_expires_at=None, result="{}", version_kind="int",
+                   version=5)
+    d = domain.decide_claim(finished, q, at(finished, 1))
+    assert (d.outcome, d.action) == (domain.Outcome.ACQUIRED, domain.Action.NEW_INCARNATION)
 
 
 def test_an_unversioned_finished_record_replays_a_versioned_claim():

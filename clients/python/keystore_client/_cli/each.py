@@ -181,9 +181,13 @@ class Each:
                        "must resolve it (the service's reviews); skipped", always=True)
         elif r.outcome == "fingerprint_mismatch":
             self.tally.mismatch += 1
-            at = "" if line.version is None else " at this version"
-            self._tell(f"{where}: refused: done before with a different payload{at}; a "
-                       "person decides (the service's reviews); skipped", always=True)
+            stored = r.record
+            held = "" if stored is None else f" ({stored.state}" + (
+                "" if stored.version is None else f", version {stored.version}") + ")"
+            at = "" if line.version is None else " at the same or a newer version"
+            self._tell(f"{where}: refused: the key store holds this key{held} with a "
+                       f"different payload{at}; a person decides (the service's reviews); "
+                       "skipped", always=True)
         else:  # "invalid" (a version of the other kind), or an outcome newer than this client
             self.tally.unusable += 1
             self._tell(f"{where}: refused: {reason(r.error) if r.error else r.outcome}; "
