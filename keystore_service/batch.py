@@ -14,7 +14,13 @@ from typing import Optional
 
 from . import domain, errors
 from .domain import Action, Outcome, Record, State
-from .service import KeyStoreService, claim_changes, new_lease_token, refusal
+from .service import (
+    ANSWER_RESULTS_BYTES,
+    KeyStoreService,
+    claim_changes,
+    new_lease_token,
+    refusal,
+)
 from .store import new_record_values
 
 
@@ -75,6 +81,7 @@ class BatchClaims:
                     continue
                 results.append(self._one(cur, item, view, pending, shared, now, firsts,
                                          tokens))
+            _within_budget(results)  # before the commit: a refused batch writes nothing
             batch.add_counts(cur, pending, now)
         return results
 
@@ -118,6 +125,18 @@ class BatchClaims:
         if decision.outcome is Outcome.ACQUIRED:
             return ItemResult(Outcome.ACQUIRED, new, token)
         return _answered(decision.outcome, new, now)
+
+
+def _within_budget(results: list[ItemResult]) -> None:
+    """PayloadTooLarge (and so a rollback) when the answer would carry more stored results
+    than one answer may: the caller sends fewer items per batch (nothing was written)."""
+    size = sum(len(r.record.result) for r in results
+               if r.record is not None and r.record.result is not None)
+    if size > ANSWER_RESULTS_BYTES:
+        raise errors.PayloadTooLarge(
+            "the answer would carry more stored results than one answer may; nothing was "
+            "written: send fewer items per batch (or name each key once)",
+            details={"reason": "answer_too_large", "limit_bytes": ANSWER_RESULTS_BYTES})
 
 
 def _answered(outcome: Outcome, record: Record, now: int) -> ItemResult:

@@ -11,18 +11,19 @@ import json
 from dataclasses import asdict
 from typing import Optional
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from . import domain, errors
 from .accounts import Principal
 from .domain import FINISHED, Record, State
 from .reviews import Review
-from .service import KeyStoreService
+from .service import ANSWER_RESULTS_BYTES, KeyStoreService
 from .sql import Sql
 from .tables import records, reviews
 
 ACTIONS = ("mark_succeeded", "mark_failed", "release", "dismiss")
 V = reviews.c
+RESULT = list(records.c.keys()).index("result")
 
 
 def snapshot(record: Optional[Record]) -> Optional[str]:
@@ -50,8 +51,12 @@ class Operations:
         """Reviews oldest first (the queue's order), with each one's record, and the cursor
         of the next page (None at the end)."""
         now = self.service.clock()
-        stmt = (select(reviews, records).join_from(reviews, records,
-                                                   V.record_id == records.c.id, isouter=True)
+        # The records' results are read after the page is cut to the answer's budget: 500
+        # reviews whose records hold 256 KiB results each would otherwise be 128 MB.
+        shown = [records.c[n] if n != "result" else func.length(records.c.result)
+                 for n in records.c.keys()]
+        stmt = (select(reviews, *shown).join_from(reviews, records,
+                                                  V.record_id == records.c.id, isouter=True)
                 .where(V.tenant_id == tenant_id, V.state == state)
                 .order_by(V.opened_at, V.id).limit(limit + 1))
         if kind:
@@ -68,11 +73,24 @@ class Operations:
                               | ((V.opened_at == opened_at) & (V.id > last_id)))
         with self.db.connection() as cur:
             rows = Sql(stmt, self.db.engine.dialect, bound=True).all(cur)
-        width = len(reviews.c)
-        page = [(Review(*row[:width]), Record(*row[width:]) if row[width] is not None else None)
-                for row in rows[:limit]]
-        more = len(rows) > limit
+            width, size, page = len(reviews.c), 0, []
+            for row in rows[:limit]:
+                size += row[width + RESULT] or 0
+                if page and size > ANSWER_RESULTS_BYTES:
+                    break  # the rest comes with the next page
+                page.append((Review(*row[:width]), row[width:]))
+            more = len(rows) > len(page)
+            results = self._results(cur, [r[0] for _, r in page if r[0] is not None and
+                                          r[RESULT]])
+        page = [(v, Record(*r[:RESULT], results.get(r[0]), *r[RESULT + 1:])
+                 if r[0] is not None else None) for v, r in page]
         return page, (_encode_cursor(page[-1][0]) if more and page else None)
+
+    def _results(self, cur, record_ids: list[int]) -> dict[int, str]:
+        if not record_ids:
+            return {}
+        stmt = select(records.c.id, records.c.result).where(records.c.id.in_(record_ids))
+        return dict(Sql(stmt, self.db.engine.dialect, bound=True).all(cur))
 
     # --- resolving -----------------------------------------------------------------------
 

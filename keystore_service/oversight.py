@@ -8,7 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from sqlalchemy import bindparam, func, or_, select
+from sqlalchemy import bindparam, func, null, or_, select
 
 from .db import Database
 from .domain import Micros, Record, State
@@ -50,11 +50,13 @@ class Oversight:
                           .order_by(A.at.desc(), A.id.desc()).limit(bindparam("n")), d)
         ran_out = (R.state == State.IN_PROGRESS.value) & (R.lease_expires_at <= bindparam("now"))
         since = func.coalesce(R.lease_expires_at, R.last_seen_at)
-        self._stuck = Sql(select(records).where(
+        # Lists show no results: a page of 100 records must not read 100 x 256 KiB.
+        listed = [R[n] if n != "result" else null().label("result") for n in R.keys()]
+        self._stuck = Sql(select(*listed).where(
             R.tenant_id == bindparam("tenant_id"), R.expires_at > bindparam("now"),
             or_(ran_out, R.state == State.NEEDS_RECONCILIATION.value))
             .order_by(since, R.id).limit(bindparam("n")), d)
-        self._of_scope = Sql(select(records).where(
+        self._of_scope = Sql(select(*listed).where(
             R.tenant_id == bindparam("tenant_id"), R.scope == bindparam("scope"))
             .order_by(R.last_seen_at.desc(), R.id.desc()).limit(bindparam("n")), d)
         self._operator = Sql(select(T.id).where(
@@ -71,14 +73,14 @@ class Oversight:
                 for i, review_id, action, actor, at, before, after in rows]
 
     def stuck(self, tenant_id: int, now: Micros, limit: int = SHOWN) -> list[Record]:
-        """Unexpired records whose attempt outlived its lease (in progress, lease run out)
-        or waits for reconciliation; the longest stuck first."""
+        """Unexpired records (without results) whose attempt outlived its lease (in
+        progress, lease run out) or waits for reconciliation; the longest stuck first."""
         with self.db.connection() as cur:
             rows = self._stuck.all(cur, {"tenant_id": tenant_id, "now": now, "n": limit})
         return [Record(*row) for row in rows]
 
     def records_of_scope(self, tenant_id: int, scope: str, limit: int = SHOWN) -> list[Record]:
-        """The records of a scope, the most recently seen first."""
+        """The records of a scope (without results), the most recently seen first."""
         with self.db.connection() as cur:
             rows = self._of_scope.all(cur, {"tenant_id": tenant_id, "scope": scope, "n": limit})
         return [Record(*row) for row in rows]

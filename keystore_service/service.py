@@ -21,6 +21,10 @@ from .store import INCREMENT, RecordStore, new_record_values
 Clock = Callable[[], Micros]
 T = TypeVar("T")
 ROUNDS = 16  # lost compare-and-set races before giving up with 503; each needs a writer
+# Stored results one answer may carry (a batch's replays, a page of reviews). A result body
+# is at most 256 KiB, so 16 full-size results; without a bound, one 1.5 KB batch naming a key
+# 100 times built a 26 MB answer, 1,000 times ~260 MB in one worker (issue 13, item 3).
+ANSWER_RESULTS_BYTES = 4 * 1024 * 1024
 
 
 def system_clock() -> Micros:
