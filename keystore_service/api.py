@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import nullcontext
 from typing import TypeVar
 
 from flask import Blueprint, current_app, g, request
@@ -170,8 +171,15 @@ def extend():
 @bp.get("/keys")
 def lookup():
     query = _validate(schemas.LookupQuery, request.args.to_dict())
-    record = _service().lookup(g.principal.tenant_id, query.scope, query.key, query.wait or 0)
-    return respond({"record": _record(record)}, 200, record)
+    wait = query.wait or 0
+    seats = current_app.extensions["keystore"].waits
+    with seats.seat(g.principal.token_id) if wait else nullcontext(False) as seated:
+        record = _service().lookup(g.principal.tenant_id, query.scope, query.key,
+                                   wait if seated else 0)
+    # No free seat to wait in: the record as it is, and when to ask again.
+    later = {"Retry-After": "1"} if wait and not seated and record.state == "in_progress" \
+        else None
+    return respond({"record": _record(record)}, 200, record, later)
 
 
 @bp.post("/expire")

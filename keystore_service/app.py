@@ -29,6 +29,7 @@ from .secretstore import SecretStore
 from .service import Clock, KeyStoreService, system_clock
 from .settings import Settings, load
 from .store import RecordStore
+from .waiting import WaitSeats
 
 log = logging.getLogger("keystore")
 access_log = logging.getLogger("keystore.access")
@@ -51,9 +52,12 @@ class Keystore:
     limiter: RateLimiter
     oversight: Oversight
     secrets: SecretStore
+    waits: WaitSeats
 
 
-def build(settings: Settings, clock: Clock = system_clock) -> Keystore:
+def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> Keystore:
+    """Everything a process needs; `threads` is the worker's thread count (the share of
+    them that may wait is taken from it)."""
     engine = db.create(settings.database_url, pool_size=settings.pool_size,
                        sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
                        sqlite_synchronous=settings.sqlite_synchronous)
@@ -69,18 +73,20 @@ def build(settings: Settings, clock: Clock = system_clock) -> Keystore:
                     Reports(database), observed,
                     RateLimiter(database, settings.rate_limit_requests,
                                 settings.rate_limit_window_seconds, clock),
-                    Oversight(database), SecretStore(database))
+                    Oversight(database), SecretStore(database),
+                    WaitSeats.for_threads(threads, settings.wait_share,
+                                          settings.wait_token_share))
 
 
 def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock, *,
-               background_jobs: bool = False) -> Flask:
+               background_jobs: bool = False, threads: int = 4) -> Flask:
     """The Flask app. `background_jobs=True` (as `keystore serve` does) also starts the
-    reconciler and sweeper timer of this process."""
+    reconciler and sweeper timer of this process; `threads` is the worker's thread count."""
     settings = settings or load()
     app = Flask("keystore_service")
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.json.sort_keys = False
-    keystore = app.extensions["keystore"] = build(settings, clock)
+    keystore = app.extensions["keystore"] = build(settings, clock, threads)
 
     from .api import authenticate, bp
     app.register_blueprint(bp)

@@ -42,7 +42,8 @@ class Server(BaseApplication):
 
     def load(self):
         from .app import create_app
-        return create_app(self.settings, background_jobs=True)
+        return create_app(self.settings, background_jobs=True,
+                          threads=self.options["threads"])
 
 
 def _dispose_inherited_pools(_server: Any, worker: Any) -> None:

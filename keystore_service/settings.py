@@ -49,6 +49,11 @@ class Settings(BaseSettings):
     ui_idle_minutes: float = Field(15, gt=0, le=24 * 60)
     ui_cookie_secure: bool = False
     metrics_max_scopes: int = Field(100, ge=1, le=10_000)
+    # Requests that wait (GET /v1/keys?wait=) may hold this share of a worker's threads (never
+    # all of them), and one token this share of those seats; past either, the request is
+    # answered at once with Retry-After. A waiting request holds a thread for up to 30 s.
+    wait_share: float = Field(0.5, ge=0, le=1)
+    wait_token_share: float = Field(0.5, gt=0, le=1)
     # Benchmarks only: POST /bench/noop parses a JSON body and answers, through the same app
     # and server configuration, as the ceiling a claim is measured against (docs/benchmarks.md).
     bench_noop: bool = False

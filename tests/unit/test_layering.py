@@ -33,7 +33,7 @@ ALLOWED = {
     "migrate": {"db"},
     "app": {"canonical", "db", "errors", "openapi", "accounts", "auth", "batch", "render",
             "service", "settings", "store", "api", "reviews", "metrics", "jobs", "operations",
-            "report", "ratelimit", "oversight", "secretstore", "ui", "ui_errors"},
+            "report", "ratelimit", "oversight", "secretstore", "ui", "ui_errors", "waiting"},
     "cli": {"migrate", "accounts", "db", "server", "service", "settings", "app"},
     "operations": {"domain", "errors", "accounts", "reviews", "service", "sql", "tables"},
     "jobs": {"domain", "service", "sql", "tables"},
@@ -50,6 +50,7 @@ ALLOWED = {
     "ui_forms": {"canonical", "schemas"},
     "ui_text": {"domain"},
     "ui_chart": set(),
+    "waiting": set(),
 }
 
 
