@@ -14,7 +14,7 @@ from typing import Optional
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from . import canonical, db, errors, metrics, openapi, ui, ui_errors
+from . import bodies, canonical, db, errors, metrics, openapi, ui, ui_errors
 from .accounts import Accounts
 from .auth import Authenticator
 from .batch import BatchClaims
@@ -88,6 +88,7 @@ def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock,
     app.json.sort_keys = False
     keystore = app.extensions["keystore"] = build(settings, clock, threads)
 
+    _whole_bodies(app)  # first: everything after it sees a body of known length
     from .api import authenticate, bp
     app.register_blueprint(bp)
     ui.init_app(app)
@@ -102,6 +103,22 @@ def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock,
             keystore.jobs, settings.reconcile_interval_seconds,
             settings.sweep_interval_seconds).start()
     return app
+
+
+def _whole_bodies(app: Flask) -> None:
+    limit = app.config["MAX_CONTENT_LENGTH"]
+
+    @app.before_request
+    def _buffer_chunked() -> None:
+        bodies.buffer_chunked(request.environ, limit)
+
+    @app.after_request
+    def _read_the_rest(resp: Response) -> Response:
+        """A refused request's unread body is read before the answer goes (bounded), so a
+        keep-alive client sees the answer, not a reset; past the bound, say we close."""
+        if resp.status_code >= 400 and not bodies.drain(request.environ):
+            resp.headers["Connection"] = "close"
+        return resp
 
 
 def _v1_token_first(authenticate):

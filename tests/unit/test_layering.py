@@ -33,7 +33,8 @@ ALLOWED = {
     "migrate": {"db"},
     "app": {"canonical", "db", "errors", "openapi", "accounts", "auth", "batch", "render",
             "service", "settings", "store", "api", "reviews", "metrics", "jobs", "operations",
-            "report", "ratelimit", "oversight", "secretstore", "ui", "ui_errors", "waiting"},
+            "report", "ratelimit", "oversight", "secretstore", "ui", "ui_errors", "waiting",
+            "bodies"},
     "cli": {"migrate", "accounts", "db", "server", "service", "settings", "app"},
     "operations": {"domain", "errors", "accounts", "reviews", "service", "sql", "tables"},
     "jobs": {"domain", "service", "sql", "tables"},
@@ -51,6 +52,7 @@ ALLOWED = {
     "ui_text": {"domain"},
     "ui_chart": set(),
     "waiting": set(),
+    "bodies": {"errors"},
 }
 
 
