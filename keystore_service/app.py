@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from dataclasses import dataclass
 from typing import Optional
 
@@ -22,7 +21,7 @@ from .jobs import Jobs, Timer
 from .operations import Operations
 from .oversight import Oversight
 from .ratelimit import RateLimiter
-from .render import error_response, respond
+from .render import current_request_id, error_response, respond
 from .report import Reports
 from .reviews import ReviewStore
 from .secretstore import SecretStore
@@ -190,11 +189,14 @@ def _error_handlers(app: Flask) -> None:
 
     @app.errorhandler(Exception)
     def _unexpected(exc: Exception):
-        # The traceback names code lines only; request bodies are never logged.
-        request_id = g.get("request_id") or request.headers.get("X-Request-Id", "-")[:64]
-        log.error("internal error on %s %s (request %r)", request.method, request.path,
-                  request_id, exc_info=exc)
-        return error_response(errors.InternalError())
+        # The class and the code lines only (logs.SafeFormatter): never the exception's
+        # message, which may carry request input; the request id ties the line to the answer.
+        rid = current_request_id()
+        log.error("internal error %s on %s %s (request %s)", type(exc).__name__,
+                  request.method, request.path, rid, exc_info=exc)
+        resp = error_response(errors.InternalError(details={"request_id": rid}))
+        resp.headers["X-Request-Id"] = rid
+        return resp
 
 
 def _request_metrics(app: Flask) -> None:
@@ -216,13 +218,11 @@ def _access_log(app: Flask) -> None:
     @app.before_request
     def _start() -> None:
         g.started = time.perf_counter()
-        given = request.headers.get("X-Request-Id", "")[:64]
-        g.request_id = given if given and given.isprintable() else uuid.uuid4().hex
 
     @app.after_request
     def _log(resp):
         principal = g.get("principal")
-        access_log.info("%s %s %s %.1fms tenant=%s request=%s", request.method, request.path,
+        access_log.info('"%s %s" %s %.1fms tenant=%s request=%s', request.method, request.path,
                         resp.status_code, (time.perf_counter() - g.started) * 1000,
-                        principal.tenant if principal else "-", g.request_id)
+                        principal.tenant if principal else "-", current_request_id())
         return resp

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import logging
 import os
 import sys
 import tempfile
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from . import migrate
+from . import logs, migrate
 from .accounts import AccountError, Accounts
 from .db import Database, create
 from .server import Server, default_workers
@@ -40,8 +39,7 @@ def _say(message: str) -> None:
 
 @click.group(help="Idempotency Key Store: exactly-once effects for at-least-once deliveries.")
 def main() -> None:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure("INFO")  # one formatter: request input escaped, no exception messages
 
 
 @main.command(help="Migrate the database, then serve HTTP with gunicorn (gthread workers).")

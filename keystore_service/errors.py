@@ -12,6 +12,8 @@
      +-- LeaseLost             409 lease_lost
      +-- AlreadyCompleted      409 already_completed
      +-- PayloadTooLarge       413 payload_too_large
+     +-- UriTooLong            414 uri_too_long (the request line; answered by the server)
+     +-- HeadersTooLarge       431 headers_too_large (answered by the server)
      +-- FingerprintMismatch   422 fingerprint_mismatch
      +-- RateLimited           429 rate_limited
      +-- InternalError         500 internal_error
@@ -85,6 +87,15 @@ class AlreadyCompleted(KeystoreError):
 
 class PayloadTooLarge(KeystoreError):
     code, status, default_message = "payload_too_large", 413, "the request body is too large"
+
+
+class UriTooLong(KeystoreError):
+    code, status, default_message = "uri_too_long", 414, "the request line is too long"
+
+
+class HeadersTooLarge(KeystoreError):
+    code, status, default_message = ("headers_too_large", 431,
+                                     "the request's header fields are too large")
 
 
 class FingerprintMismatch(KeystoreError):

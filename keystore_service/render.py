@@ -9,9 +9,9 @@ from email.utils import formatdate
 from functools import lru_cache
 from typing import Any, Optional
 
-from flask import Response
+from flask import Response, g, request
 
-from . import errors, versions
+from . import errors, logs, versions
 from .domain import SECOND, Micros, Record
 from .reviews import Review
 
@@ -99,6 +99,14 @@ def error_response(exc: errors.KeystoreError, review_of: Optional[ReviewOf] = No
     if exc.status == 503 and "Retry-After" not in headers:
         headers["Retry-After"] = "1"
     return respond(body, exc.status, exc.record, headers)
+
+
+def current_request_id() -> str:
+    """This request's id: the caller's X-Request-Id if it is a short printable word, else
+    a new one (made once per request, and only when a log line or an error needs it)."""
+    if "request_id" not in g:
+        g.request_id = logs.request_id(request.headers.get("X-Request-Id"))
+    return g.request_id
 
 
 def validation_details(exc: Any) -> dict:

@@ -1,11 +1,16 @@
 """Run the app under gunicorn from `keystore serve` (gthread workers, app built per worker)."""
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
+from gunicorn.http import errors as http_errors
+from gunicorn.util import write_nonblock
+from gunicorn.workers.gthread import ThreadWorker
 
+from . import errors, logs
 from .settings import Settings
 
 
@@ -22,7 +27,7 @@ class Server(BaseApplication):
         self.settings = settings
         self.options = {
             "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
-            "workers": workers, "worker_class": "gthread", "threads": threads,
+            "workers": workers, "worker_class": WORKER_CLASS, "threads": threads,
             "preload_app": False, "timeout": 60, "graceful_timeout": 20, "keepalive": 5,
             "accesslog": None, "errorlog": "-", "loglevel": settings.log_level.lower(),
             "proc_name": "keystore", **extra,
@@ -56,3 +61,50 @@ def _dispose_inherited_pools(_server: Any, worker: Any) -> None:
 def _worker_exited(_server: Any, worker: Any) -> None:
     from .metrics import worker_exit
     worker_exit(worker.pid)
+
+
+WORKER_CLASS = "keystore_service.server.EnvelopeWorker"
+
+
+class EnvelopeWorker(ThreadWorker):
+    """gunicorn's gthread worker, whose own refusals (a request line or headers too large, a
+    malformed request) answer in the contract's error envelope instead of an HTML page, and
+    are logged by the error's class alone: gunicorn's text quotes the request (issue 13,
+    item 15)."""
+
+    def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
+        error = _refusal(exc)
+        if isinstance(error, errors.InternalError):
+            self.log.error("error handling a request: %s\n%s", type(exc).__name__,
+                           logs.describe(type(exc), exc, exc.__traceback__))
+        else:
+            self.log.warning("invalid request from %s: %s", (addr or ("-",))[0],
+                             type(exc).__name__)
+        body = json.dumps({"error": {"code": error.code, "message": error.message,
+                                     "details": {}}}).encode()
+        head = (f"HTTP/1.1 {error.status} {_REASONS[error.status]}\r\nConnection: close\r\n"
+                f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
+        try:
+            write_nonblock(client, head.encode("latin-1") + body)
+        except Exception:  # the client may be gone already; nothing else to do
+            self.log.debug("could not send the error answer")
+
+
+_REASONS = {400: "Bad Request", 414: "URI Too Long", 431: "Request Header Fields Too Large",
+            500: "Internal Server Error"}
+_CLIENT_ERRORS = tuple(getattr(http_errors, name) for name in (
+    "InvalidRequestLine", "InvalidRequestMethod", "InvalidHTTPVersion", "InvalidHeader",
+    "InvalidHeaderName", "InvalidProxyLine", "ForbiddenProxyRequest", "InvalidSchemeHeaders",
+    "UnsupportedTransferCoding", "ObsoleteFolding", "ExpectationFailed", "InvalidChunkSize",
+    "ChunkMissingTerminator", "InvalidChunkExtension", "NoMoreData")
+    if hasattr(http_errors, name))
+
+
+def _refusal(exc: BaseException) -> errors.KeystoreError:
+    if isinstance(exc, http_errors.LimitRequestLine):
+        return errors.UriTooLong()
+    if isinstance(exc, http_errors.LimitRequestHeaders):
+        return errors.HeadersTooLarge()
+    if isinstance(exc, _CLIENT_ERRORS):
+        return errors.InvalidRequest("the request is not valid HTTP")
+    return errors.InternalError()

@@ -9,6 +9,7 @@ from flask import Blueprint, Response, current_app, render_template, request, ur
 from werkzeug.exceptions import HTTPException
 
 from . import errors
+from .render import current_request_id
 from .ui_forms import FormError, record_ref
 
 log = logging.getLogger("keystore.ui")
@@ -88,7 +89,9 @@ def _keystore_error(exc: errors.KeystoreError) -> Response:
 
 
 def _unexpected(exc: Exception) -> Response:
-    log.error("internal error on %s %s", request.method, request.path, exc_info=exc)
+    rid = current_request_id()
+    log.error("internal error %s on %s %s (request %s)", type(exc).__name__, request.method,
+              request.path, rid, exc_info=exc)
     return error_page(500, "The page could not be shown. The error was logged; nothing "
                            "about it is shown here.")
 

@@ -2,6 +2,9 @@
 (access log on), then the captured log is searched for every secret value it used."""
 from __future__ import annotations
 
+import json
+import socket
+
 import requests
 
 from tests.support import Server, new_token
@@ -45,3 +48,42 @@ def test_no_secret_reaches_the_log(database_url, tmp_path):
     assert "POST /v1/claim" in text and "tenant=logs" in text  # the access log was on
     for secret in [*SECRETS.values(), token, lease, "x" * 40]:
         assert secret not in text, f"{secret[:12]}... reached the log"
+
+
+FORGED = "2026-11-30 12:00:00,000 INFO keystore.access: forged"
+
+
+def test_request_input_cannot_forge_or_break_a_log_line(database_url, tmp_path):
+    """Issue 13, items 8 and 15: a URL-encoded newline in an unauthenticated path wrote a
+    forged line into the access log (on /v1 and /ui alike); gunicorn's own refusals were
+    HTML pages, and its log line quoted the request."""
+    log = tmp_path / "server.log"
+    server = Server(database_url, workers=1, log_path=log,
+                    env={"KEYSTORE_ACCESS_LOG": "true"}).start()
+    marker = "LINE-s3cr3t-2291"
+    try:
+        for path in (f"/v1/x%0a{FORGED}", f"/ui/x%0d%0a{FORGED}", f"/nope%e2%80%a8{FORGED}",
+                     f"/v1/claim%1b[31m{FORGED}"):
+            r = requests.get(server.url + path.replace(" ", "%20"), timeout=10)
+            assert r.status_code in (401, 404), (path, r.status_code)
+        answers = {
+            "uri_too_long": requests.get(f"{server.url}/v1/{marker}{'a' * 5000}", timeout=10),
+            "headers_too_large": requests.get(server.url + "/healthz", timeout=10,
+                                              headers={"X-Big": marker + "a" * 9000}),
+        }
+        for code, r in answers.items():
+            assert r.headers["Content-Type"] == "application/json"
+            assert r.json()["error"]["code"] == code and r.status_code in (414, 431)
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as s:
+            s.sendall(f"GET /{marker}\x01 HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+            raw = s.recv(4096)
+        head, _, body = raw.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 400 ") and b"application/json" in head
+        assert json.loads(body)["error"]["code"] == "invalid_request"
+    finally:
+        server.stop()
+    lines = log.read_text().splitlines()
+    assert sum("forged" in line for line in lines) == 4  # each on its own request's line
+    assert not any(line.startswith(FORGED) for line in lines)
+    assert not any(marker in line for line in lines)
+    assert any('\\x0a2026-11-30' in line for line in lines)
