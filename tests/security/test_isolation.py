@@ -45,6 +45,7 @@ def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
             "scope": "invoice", "key": "evt-2", "action": "release"}),
         ("GET", "/v1/reviews"): lambda: foreign_op.get("/v1/reviews"),
         ("GET", "/v1/report"): lambda: foreign_op.get("/v1/report", date="2027-01-15"),
+        ("GET", "/v1/whoami"): lambda: foreign.get("/v1/whoami"),
         ("POST", "/v1/claim"): lambda: foreign.post("/v1/claim", {**REF, "payload": 3}),
         ("POST", "/v1/claim/batch"): lambda: foreign.post("/v1/claim/batch", {
             "scope": "invoice", "items": [{"key": "evt-1", "payload": 3},
@@ -60,6 +61,7 @@ def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
         assert (status, body["error"]["code"]) == (404, "not_found"), call
     assert answers[("GET", "/v1/reviews")][1]["reviews"] == []
     assert answers[("GET", "/v1/report")][1]["scopes"] == []
+    assert answers[("GET", "/v1/whoami")][1]["tenant"] == "globex"  # its own tenant only
     assert answers[("POST", "/v1/claim")][1]["outcome"] == "acquired"  # its own record
     assert [r["outcome"] for r in answers[("POST", "/v1/claim/batch")][1]["results"]] == \
         ["in_progress", "acquired"]  # its own records: evt-1 was just claimed above
