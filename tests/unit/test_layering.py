@@ -34,7 +34,7 @@ ALLOWED = {
     "app": {"canonical", "db", "errors", "openapi", "accounts", "auth", "batch", "render",
             "service", "settings", "store", "api", "reviews", "metrics", "jobs", "operations",
             "report", "ratelimit", "oversight", "secretstore", "ui", "ui_errors"},
-    "cli": {"migrate", "accounts", "db", "server", "service", "settings", "app"},
+    "cli": {"migrate", "accounts", "db", "server", "service", "settings", "app", "schemas"},
     "operations": {"domain", "errors", "accounts", "reviews", "service", "sql", "tables"},
     "jobs": {"domain", "service", "sql", "tables"},
     "report": {"domain", "db", "sql", "tables"},
