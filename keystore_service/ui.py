@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import secrets
-from datetime import date
 from functools import wraps
 from typing import Optional
+from urllib.parse import urlencode
 
 from flask import (
     Blueprint,
@@ -29,7 +29,15 @@ from . import domain, errors, ui_chart, ui_errors, ui_text
 from .accounts import Principal
 from .operations import ACTIONS
 from .ui_errors import HEADERS, CsrfRefused
-from .ui_forms import FormError, optional_int, record_ref, result
+from .ui_forms import (
+    FIRST_REPORT_DAY,
+    FormError,
+    optional_int,
+    record_ref,
+    report_day,
+    result,
+    safe_next,
+)
 from .ui_session import COOKIE, COOKIE_PATH, CSRF_FIELD, Session, Sessions, csrf_ok, new_csrf
 
 log = logging.getLogger("keystore.ui")
@@ -70,6 +78,8 @@ def _tenant() -> int:
 def _load_session() -> None:
     if request.endpoint == "ui.static":
         return
+    if not _utf8(request.query_string):  # request.args would raise (gunicorn refuses these
+        raise FormError("this address holds bytes that are not text")  # first; others may not)
     loaded = current_app.extensions["keystore_ui"].load(request.cookies.get(COOKIE))
     session, g.ui_ended = loaded.session, loaded.ended
     if session.signed_in and not _ks().oversight.operator_token_live(session.tenant_id,
@@ -96,16 +106,31 @@ def _finish(resp: Response) -> Response:
     return resp
 
 
+def _utf8(raw: bytes) -> bool:
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def operator_page(view):
     """The view needs a signed-in operator; others go to the sign-in form (303)."""
     @wraps(view)
     def guarded(*args, **kwargs):
         if not g.ui.signed_in:
-            back = request.full_path if request.method == "GET" else None
-            return redirect(url_for("ui.signin", reason=g.ui_ended,
-                                    next=back.rstrip("?") if back else None), 303)
+            return redirect(url_for("ui.signin", reason=g.ui_ended, next=_here()), 303)
         return view(*args, **kwargs)
     return guarded
+
+
+def _here() -> Optional[str]:
+    """This GET's address to come back to after signing in: rebuilt from the parsed query
+    (the raw one may hold bytes that are not UTF-8), and only if it is a safe target."""
+    if request.method != "GET":
+        return None
+    query = urlencode(list(request.args.items(multi=True)))
+    return safe_next(f"{request.path}?{query}" if query else request.path)
 
 
 @bp.context_processor
@@ -113,11 +138,9 @@ def _helpers() -> dict:
     return {"t": ui_text, "now": _ks().service.clock(), "csrf_field": CSRF_FIELD}
 
 
-def _safe_next(target: Optional[str]) -> str:
+def _after_sign_in(target: Optional[str]) -> str:
     """Only a page of this site's /ui/ after signing in (never another host)."""
-    if target and target.startswith("/ui/") and "//" not in target and "\\" not in target:
-        return target
-    return url_for("ui.queue")
+    return safe_next(target) or url_for("ui.queue")
 
 
 # --- signing in and out --------------------------------------------------------------------
@@ -125,11 +148,12 @@ def _safe_next(target: Optional[str]) -> str:
 @bp.get("/signin")
 def signin():
     if g.ui.signed_in:
-        return redirect(_safe_next(request.args.get("next")), 303)
+        return redirect(_after_sign_in(request.args.get("next")), 303)
     reason = request.args.get("reason")
     notice = ENDED.get(reason, "").format(idle=ui_text.duration(
         _ks().settings.ui_idle_minutes * 60)) if reason else None
-    return render_template("ui/signin.html", notice=notice, next=request.args.get("next"))
+    return render_template("ui/signin.html", notice=notice,
+                           next=safe_next(request.args.get("next")))
 
 
 @bp.post("/signin")
@@ -142,12 +166,12 @@ def signin_post():
                  "That is a client token. The page needs an operator token of your tenant.")
         status = 401 if principal is None else 403
         return render_template("ui/signin.html", error=error,
-                               next=request.form.get("next")), status
+                               next=safe_next(request.form.get("next"))), status
     g.ui = current_app.extensions["keystore_ui"].sign_in(principal.tenant_id,
                                                          principal.tenant, principal.token_name)
     log.info("operator %r of tenant %r signed in to the page", principal.token_name,
              principal.tenant)
-    return redirect(_safe_next(request.form.get("next")), 303)
+    return redirect(_after_sign_in(request.form.get("next")), 303)
 
 
 @bp.post("/signout")
@@ -206,7 +230,8 @@ def resolve():
                         "dismiss")
     text, resource_id = result(request.form) if action.startswith("mark_") else (None, None)
     _ks().operations.resolve(g.principal, scope, key, action,
-                             optional_int(request.form, "review_id"), text, resource_id)
+                             optional_int(request.form, "review_id", least=1), text,
+                             resource_id)
     return redirect(url_for("ui.record", scope=scope, key=key, done=action), 303)
 
 
@@ -249,17 +274,14 @@ def stuck():
 def report():
     ks, now = _ks(), _ks().service.clock()
     today = ui_text.instant(now).date()
-    try:
-        day = date.fromisoformat(request.args["date"]) if request.args.get("date") else today
-    except ValueError:
-        raise FormError("the date is YYYY-MM-DD") from None
+    day = report_day(request.args["date"]) if request.args.get("date") else today
     body = ks.reports.daily(_tenant(), day, now)
     totals = {name: sum(s[name] for s in body["scopes"]) for name in (
         "claimed", "succeeded", "failed", "released", "in_progress", "waiting_for_review",
         "duplicates_suppressed", "mismatches")}
     chart = ui_chart.bars(ks.reports.duplicates_per_day(_tenant(), CHART_DAYS, day))
-    return render_template("ui/report.html", day=day, today=today, report=body,
-                           totals=totals, chart=chart)
+    return render_template("ui/report.html", day=day, today=today, first=FIRST_REPORT_DAY,
+                           report=body, totals=totals, chart=chart)
 
 
 ui_errors.install(bp)
