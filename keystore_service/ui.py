@@ -11,7 +11,6 @@ import logging
 import secrets
 from functools import wraps
 from typing import Optional
-from urllib.parse import urlencode
 
 from flask import (
     Blueprint,
@@ -25,7 +24,7 @@ from flask import (
     url_for,
 )
 
-from . import domain, errors, ui_chart, ui_errors, ui_text
+from . import domain, errors, signins, ui_chart, ui_errors, ui_text
 from .accounts import Principal
 from .operations import ACTIONS
 from .ui_errors import HEADERS, CsrfRefused
@@ -36,9 +35,20 @@ from .ui_forms import (
     record_ref,
     report_day,
     result,
+    return_address,
     safe_next,
+    utf8,
 )
-from .ui_session import COOKIE, COOKIE_PATH, CSRF_FIELD, Session, Sessions, csrf_ok, new_csrf
+from .ui_session import (
+    COOKIE,
+    COOKIE_PATH,
+    CSRF_FIELD,
+    MAX_SESSION_SECONDS,
+    Session,
+    Sessions,
+    csrf_ok,
+    new_csrf,
+)
 
 log = logging.getLogger("keystore.ui")
 bp = Blueprint("ui", __name__, url_prefix="/ui", template_folder="templates",
@@ -61,11 +71,18 @@ def init_app(app: Flask) -> None:
     app.extensions["keystore_ui"] = Sessions(
         lambda: ks.secrets.get_or_create(SESSION_KEY_NAME, lambda: secrets.token_urlsafe(48)),
         ks.settings.ui_idle_minutes * 60, ks.service.clock)
+    # A row is needed while its session may live, plus an hour: instances' clocks may differ.
+    app.extensions["keystore_ui_signins"] = signins.SignIns(ks.database,
+                                                            MAX_SESSION_SECONDS + 3600)
     app.register_blueprint(bp)
 
 
 def _ks():
     return current_app.extensions["keystore"]
+
+
+def _signins() -> signins.SignIns:
+    return current_app.extensions["keystore_ui_signins"]
 
 
 def _tenant() -> int:
@@ -78,13 +95,14 @@ def _tenant() -> int:
 def _load_session() -> None:
     if request.endpoint == "ui.static":
         return
-    if not _utf8(request.query_string):  # request.args would raise (gunicorn refuses these
-        raise FormError("this address holds bytes that are not text")  # first; others may not)
+    if not utf8(request.query_string):  # request.args would raise (gunicorn refuses such
+        raise FormError("this address holds bytes that are not text")  # a query; others may not)
     loaded = current_app.extensions["keystore_ui"].load(request.cookies.get(COOKIE))
     session, g.ui_ended = loaded.session, loaded.ended
-    if session.signed_in and not _ks().oversight.operator_token_live(session.tenant_id,
-                                                                     session.token_name):
-        session, g.ui_ended = session.signed_out(), "revoked"
+    if session.signed_in:  # signed out elsewhere, or its token revoked: ended
+        state = _signins().state(session.sid)
+        if state != signins.LIVE:
+            session, g.ui_ended = session.signed_out(), state
     g.ui = session
     if session.signed_in:
         g.principal = Principal(session.tenant_id, session.tenant, "operator",
@@ -106,31 +124,16 @@ def _finish(resp: Response) -> Response:
     return resp
 
 
-def _utf8(raw: bytes) -> bool:
-    try:
-        raw.decode()
-    except UnicodeDecodeError:
-        return False
-    return True
-
-
 def operator_page(view):
     """The view needs a signed-in operator; others go to the sign-in form (303)."""
     @wraps(view)
     def guarded(*args, **kwargs):
         if not g.ui.signed_in:
-            return redirect(url_for("ui.signin", reason=g.ui_ended, next=_here()), 303)
+            back = return_address(request.path, request.args) if request.method == "GET" \
+                else None
+            return redirect(url_for("ui.signin", reason=g.ui_ended, next=back), 303)
         return view(*args, **kwargs)
     return guarded
-
-
-def _here() -> Optional[str]:
-    """This GET's address to come back to after signing in: rebuilt from the parsed query
-    (the raw one may hold bytes that are not UTF-8), and only if it is a safe target."""
-    if request.method != "GET":
-        return None
-    query = urlencode(list(request.args.items(multi=True)))
-    return safe_next(f"{request.path}?{query}" if query else request.path)
 
 
 @bp.context_processor
@@ -167,8 +170,10 @@ def signin_post():
         status = 401 if principal is None else 403
         return render_template("ui/signin.html", error=error,
                                next=safe_next(request.form.get("next"))), status
-    g.ui = current_app.extensions["keystore_ui"].sign_in(principal.tenant_id,
-                                                         principal.tenant, principal.token_name)
+    session = current_app.extensions["keystore_ui"].sign_in(
+        principal.tenant_id, principal.tenant, principal.token_name)
+    _signins().start(session.sid, principal.tenant_id, principal.token_name, session.seen)
+    g.ui = session
     log.info("operator %r of tenant %r signed in to the page", principal.token_name,
              principal.tenant)
     return redirect(_after_sign_in(request.form.get("next")), 303)
@@ -176,6 +181,9 @@ def signin_post():
 
 @bp.post("/signout")
 def signout():
+    """Ends the session in the database: a copy of the cookie is refused from now on."""
+    if g.ui.signed_in:
+        _signins().end(g.ui.sid)
     g.ui = Session(csrf=new_csrf())
     return redirect(url_for("ui.signin", reason="signed_out"), 303)
 

@@ -8,14 +8,16 @@ import re
 from collections.abc import Mapping
 from datetime import date
 from typing import Optional
+from urllib.parse import urlencode
 
 from pydantic import ValidationError
+from werkzeug.datastructures import MultiDict
 
-from . import canonical, schemas
+from . import canonical, queries, schemas
 
 MAX_RESULT_BYTES = 256 * 1024  # the contract's limit on a result body, in canonical form
 MAX_BIGINT = 2**63 - 1  # what the database's BIGINT holds
-FIRST_REPORT_DAY, LAST_REPORT_DAY = schemas.FIRST_REPORT_DAY, schemas.LAST_REPORT_DAY
+FIRST_REPORT_DAY = queries.FIRST_REPORT_DAY
 _WHOLE = re.compile("[0-9]{1,19}")  # ASCII: str.isdigit() takes "²", which int() refuses
 # After signing in, only a page of the page: /ui/<name> and a query of URL characters (what
 # url_for writes). No "." or "/" in the path (no "/ui/../", "/ui//host"), no space, no control
@@ -54,9 +56,9 @@ def optional_int(fields: Mapping[str, str], name: str, least: int = 0) -> Option
 
 
 def report_day(text: str) -> date:
-    """A day for the figures, by the API's rule (schemas.report_day)."""
+    """A day for the figures, by the API's rule (queries.report_day)."""
     try:
-        return schemas.report_day(text)
+        return queries.report_day(text)
     except ValueError as exc:
         raise FormError(str(exc)) from None
 
@@ -104,3 +106,19 @@ def _first_problem(exc: ValidationError) -> str:
     e = exc.errors(include_input=False, include_url=False, include_context=False)[0]
     field = ".".join(str(p) for p in e["loc"]).replace("_", " ") or "the form"
     return f"{field}: {e['msg']}"
+
+
+def utf8(raw: bytes) -> bool:
+    """The raw query string is UTF-8 (else werkzeug's request.args raises)."""
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def return_address(path: str, args: MultiDict) -> Optional[str]:
+    """The address of a GET to come back to after signing in, rebuilt from its parsed query
+    (so it is plain ASCII), or None if it is not a safe target (safe_next)."""
+    query = urlencode(list(args.items(multi=True)))
+    return safe_next(f"{path}?{query}" if query else path)
