@@ -50,7 +50,7 @@ ALLOWED = {
     "ui_errors": {"errors", "ui_forms"},
     "ui_session": {"domain"},
     "ui_forms": {"canonical", "queries", "schemas"},
-    "ui_text": {"domain"},
+    "ui_text": {"domain", "versions"},
     "ui_chart": set(),
 }
 
