@@ -248,7 +248,7 @@ def resolve():
 def expire():
     scope, key = record_ref(request.form)
     _ks().operations.expire(g.principal, scope, key)
-    log.info("operator %r expired %s/%s", g.ui.token_name, scope, key)
+    log.info("operator %r expired %r/%r", g.ui.token_name, scope, key)  # %r: escaped
     return redirect(url_for("ui.record", scope=scope, key=key, done="expire"), 303)
 
 

@@ -88,7 +88,7 @@ def _keystore_error(exc: errors.KeystoreError) -> Response:
 
 
 def _unexpected(exc: Exception) -> Response:
-    log.error("internal error on %s %s", request.method, request.path, exc_info=exc)
+    log.error("internal error on %s %r", request.method, request.path, exc_info=exc)
     return error_page(500, "The page could not be shown. The error was logged; nothing "
                            "about it is shown here.")
 

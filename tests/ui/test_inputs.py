@@ -165,3 +165,17 @@ def test_an_unsafe_next_is_dropped_for_the_queue(browser, tokens):
         assert resp.headers["Location"] == target
         browser.get("/ui/")
         browser.post("/ui/signout")
+
+
+def test_a_key_is_escaped_in_the_page_log(signed_in, acme, caplog):
+    """A key may hold characters that are not control characters but still break a log
+    line for a reader (U+2028 LINE SEPARATOR, U+202E RIGHT-TO-LEFT OVERRIDE)."""
+    key = "evt\u2028forged line\u202e"
+    status, body, _ = acme.post("/v1/claim", {"scope": SCOPE, "key": key})
+    acme.post("/v1/complete", {"scope": SCOPE, "key": key, "lease_token": body["lease_token"],
+                               "state": "succeeded"})
+    signed_in.get(record_url(quote(key, safe="")))
+    with caplog.at_level("INFO", logger="keystore.ui"):
+        assert signed_in.post("/ui/expire", {"scope": SCOPE, "key": key}).status_code == 303
+    (line,) = [r.getMessage() for r in caplog.records if "expired" in r.getMessage()]
+    assert "\u2028" not in line and "\u202e" not in line and "evt\\u2028forged" in line
