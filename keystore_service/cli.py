@@ -15,7 +15,7 @@ from pathlib import Path
 
 import click
 
-from . import logs, migrate
+from . import logs, migrate, queries
 from .accounts import AccountError, Accounts
 from .db import Database, create
 from .server import Server, default_workers
@@ -114,15 +114,17 @@ def sweep(batch: int, pause_ratio: float) -> None:
 
 
 @main.command(help="The daily reconciliation report of one tenant, per scope.")
-@click.option("--date", "day", default=None, help="YYYY-MM-DD (UTC); default today.")
+@click.option("--date", "day", default=None,
+              help=f"YYYY-MM-DD (UTC), {queries.FIRST_REPORT_DAY} to {queries.LAST_REPORT_DAY}; "
+                   "default today.")
 @click.option("--tenant", "tenant_name", default="default", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
 def report(day: str | None, tenant_name: str, as_json: bool) -> None:
+    try:  # the API's rule for a date, checked before the database is opened
+        when = queries.report_day(day) if day is not None else dt.datetime.now(dt.UTC).date()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--date") from None
     ks = _keystore()
-    try:
-        when = dt.date.fromisoformat(day) if day else dt.datetime.now(dt.UTC).date()
-    except ValueError:
-        raise click.BadParameter("use YYYY-MM-DD", param_hint="--date") from None
     tenant_id = ks.accounts.tenant_id(tenant_name)
     if tenant_id is None:
         raise click.ClickException(f"no tenant {tenant_name!r}")

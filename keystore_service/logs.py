@@ -79,11 +79,15 @@ class SafeFormatter(logging.Formatter):
 
 
 def configure(level: str = "INFO") -> None:
-    """Every logger of the process writes through one SafeFormatter on stderr."""
+    """Every logger of the process writes through one SafeFormatter on stderr (like
+    logging.basicConfig, nothing changes when the root logger has handlers already, as
+    under a test runner or a host application)."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(SafeFormatter(FORMAT))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.addHandler(handler)
     root.setLevel(level)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from dataclasses import asdict
 from typing import Optional
 
@@ -172,19 +173,35 @@ class Operations:
         return self.records.compare_and_set(seen, changes, cur, ended)
 
 
+# A cursor is the queue position after a page: unpadded base64url of "[opened_at, id]"
+# (schemas.Cursor publishes this shape). Only the service's own spelling of two integers
+# 0..2^63-1 is taken back: anything else would reach the database as a value it cannot hold.
+MAX_BIGINT = 2**63 - 1
+_CURSOR = re.compile("[A-Za-z0-9_-]{8,56}")  # ASCII, and no longer than two 19-digit numbers
+
+
 def _encode_cursor(review: Review) -> str:
-    raw = json.dumps([review.opened_at, review.id]).encode()
+    return _cursor_text(review.opened_at, review.id)
+
+
+def _cursor_text(opened_at: int, last_id: int) -> str:
+    raw = json.dumps([opened_at, last_id]).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def _decode_cursor(cursor: str) -> tuple[int, int]:
+    """(opened_at, id) of a cursor this service gave out; InvalidRequest for any other."""
+    refused = errors.InvalidRequest("the cursor is not one this service gave out",
+                                    details={"field": "cursor"})
+    if not _CURSOR.fullmatch(cursor):
+        raise refused
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        opened_at, last_id = json.loads(raw)
-        if not (isinstance(opened_at, int) and isinstance(last_id, int)):
-            raise ValueError
-        return opened_at, last_id
-    except (ValueError, TypeError):
-        raise errors.InvalidRequest("the cursor is not one this service gave out",
-                                    details={"field": "cursor"}) from None
-
+        value = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+    except ValueError:  # not base64, not UTF-8, not JSON
+        raise refused from None
+    if not (isinstance(value, list) and len(value) == 2
+            and all(type(v) is int and 0 <= v <= MAX_BIGINT for v in value)):  # bool is no int
+        raise refused
+    if _cursor_text(*value) != cursor:  # "[1,2]", "[01, 2]", " [1, 2]": not our spelling
+        raise refused
+    return value[0], value[1]

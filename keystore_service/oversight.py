@@ -1,6 +1,7 @@
 """Read-only questions the operators' page asks beyond the API: the audit trail of a key,
-the operations stuck past their lease, the newest records of a scope, and whether a signed-in
-operator's token still stands. Every query is limited to one tenant and bounded in rows.
+the operations stuck past their lease, and the newest records of a scope (whether a session
+and its token still stand is signins.py's). Every query is limited to one tenant and bounded
+in rows.
 """
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from sqlalchemy import bindparam, func, null, or_, select
 from .db import Database
 from .domain import Micros, Record, State
 from .sql import Sql
-from .tables import records, resolutions, tokens
+from .tables import records, resolutions
 
-R, A, T = records.c, resolutions.c, tokens.c
+R, A = records.c, resolutions.c
 SHOWN = 100  # rows per list: a page a person can read; the rest is one search away
 
 
@@ -59,9 +60,6 @@ class Oversight:
         self._of_scope = Sql(select(*listed).where(
             R.tenant_id == bindparam("tenant_id"), R.scope == bindparam("scope"))
             .order_by(R.last_seen_at.desc(), R.id.desc()).limit(bindparam("n")), d)
-        self._operator = Sql(select(T.id).where(
-            T.tenant_id == bindparam("tenant_id"), T.name == bindparam("name"),
-            T.role == "operator", T.revoked_at.is_(None)), d)
 
     def audit_trail(self, tenant_id: int, scope: str, key: str, limit: int = SHOWN) \
             -> list[AuditEntry]:
@@ -84,13 +82,6 @@ class Oversight:
         with self.db.connection() as cur:
             rows = self._of_scope.all(cur, {"tenant_id": tenant_id, "scope": scope, "n": limit})
         return [Record(*row) for row in rows]
-
-    def operator_token_live(self, tenant_id: int, token_name: str) -> bool:
-        """True while the tenant's operator token of that name is not revoked (names are
-        never reused within a tenant, so the name identifies the token)."""
-        with self.db.connection() as cur:
-            return self._operator.one(cur, {"tenant_id": tenant_id,
-                                            "name": token_name}) is not None
 
 
 def _loads(text: Optional[str]) -> Optional[dict]:

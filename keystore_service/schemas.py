@@ -4,7 +4,6 @@ misspelt `ttl` must not silently fall back to the default window.
 """
 from __future__ import annotations
 
-import datetime as dt
 import re
 from typing import Annotated, Any, Literal, Optional
 
@@ -20,6 +19,7 @@ from pydantic import (
 )
 
 from . import versions
+from .queries import Cursor, QueryInt, ReportDay
 from .settings import MAX_LEASE_SECONDS, MAX_TTL_SECONDS
 
 _CONTROL_OR_SURROGATE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # Unicode Cc and Cs
@@ -190,21 +190,21 @@ class ReviewsQuery(BaseModel):
     kind: Optional[Literal["fingerprint_mismatch", "stale_lease"]] = None
     scope: Optional[Scope] = None
     key: Optional[Key] = None
-    min_age_seconds: Annotated[int, Field(ge=0, le=10 * 365 * 86_400)] = 0
-    limit: Annotated[int, Field(ge=1, le=500)] = 50
-    cursor: Optional[Annotated[str, StringConstraints(max_length=200)]] = None
+    min_age_seconds: QueryInt(0, 10 * 365 * 86_400) = 0  # ten years: older is all of them
+    limit: QueryInt(1, 500) = 50
+    cursor: Optional[Cursor] = None
 
 
 class ReportQuery(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
-    date: dt.date
+    date: ReportDay
 
 
 class LookupQuery(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)  # query strings: "5" is 5
     scope: Scope
     key: Key
-    wait: Optional[Annotated[int, Field(ge=1, le=30)]] = None
+    wait: Optional[QueryInt(1, 30)] = None
 
 
 # --- responses ----------------------------------------------------------------------------

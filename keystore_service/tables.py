@@ -198,3 +198,15 @@ rate_limits = Table(
     Column("window_start", BigInteger, nullable=False),
     Column("count", BigInteger, nullable=False),
 )
+
+# The operators' page's sessions, one row per sign-in. The signed cookie names its row by a
+# random id (stored as SHA-256 hex, as tokens are); signing out deletes the row, so a copy of
+# the cookie stops working at once on every worker and instance.
+ui_sessions = Table(
+    "ui_sessions", metadata,
+    Column("id_hash", String(64), primary_key=True),
+    Column("tenant_id", Integer, ForeignKey("tenants.id"), nullable=False),
+    Column("token_name", exact_text(128), nullable=False),
+    Column("signed_in_at", BigInteger, nullable=False),
+    Index(None, "signed_in_at"),
+)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-from datetime import date
 from functools import wraps
 from typing import Optional
 
@@ -25,12 +24,31 @@ from flask import (
     url_for,
 )
 
-from . import domain, errors, ui_chart, ui_errors, ui_text
+from . import domain, errors, signins, ui_chart, ui_errors, ui_text
 from .accounts import Principal
 from .operations import ACTIONS
 from .ui_errors import HEADERS, CsrfRefused
-from .ui_forms import FormError, optional_int, record_ref, result
-from .ui_session import COOKIE, COOKIE_PATH, CSRF_FIELD, Session, Sessions, csrf_ok, new_csrf
+from .ui_forms import (
+    FIRST_REPORT_DAY,
+    FormError,
+    optional_int,
+    record_ref,
+    report_day,
+    result,
+    return_address,
+    safe_next,
+    utf8,
+)
+from .ui_session import (
+    COOKIE,
+    COOKIE_PATH,
+    CSRF_FIELD,
+    MAX_SESSION_SECONDS,
+    Session,
+    Sessions,
+    csrf_ok,
+    new_csrf,
+)
 
 log = logging.getLogger("keystore.ui")
 bp = Blueprint("ui", __name__, url_prefix="/ui", template_folder="templates",
@@ -53,11 +71,18 @@ def init_app(app: Flask) -> None:
     app.extensions["keystore_ui"] = Sessions(
         lambda: ks.secrets.get_or_create(SESSION_KEY_NAME, lambda: secrets.token_urlsafe(48)),
         ks.settings.ui_idle_minutes * 60, ks.service.clock)
+    # A row is needed while its session may live, plus an hour: instances' clocks may differ.
+    app.extensions["keystore_ui_signins"] = signins.SignIns(ks.database,
+                                                            MAX_SESSION_SECONDS + 3600)
     app.register_blueprint(bp)
 
 
 def _ks():
     return current_app.extensions["keystore"]
+
+
+def _signins() -> signins.SignIns:
+    return current_app.extensions["keystore_ui_signins"]
 
 
 def _tenant() -> int:
@@ -70,11 +95,14 @@ def _tenant() -> int:
 def _load_session() -> None:
     if request.endpoint == "ui.static":
         return
+    if not utf8(request.query_string):  # request.args would raise (gunicorn refuses such
+        raise FormError("this address holds bytes that are not text")  # a query; others may not)
     loaded = current_app.extensions["keystore_ui"].load(request.cookies.get(COOKIE))
     session, g.ui_ended = loaded.session, loaded.ended
-    if session.signed_in and not _ks().oversight.operator_token_live(session.tenant_id,
-                                                                     session.token_name):
-        session, g.ui_ended = session.signed_out(), "revoked"
+    if session.signed_in:  # signed out elsewhere, or its token revoked: ended
+        state = _signins().state(session.sid)
+        if state != signins.LIVE:
+            session, g.ui_ended = session.signed_out(), state
     g.ui = session
     if session.signed_in:
         g.principal = Principal(session.tenant_id, session.tenant, "operator",
@@ -101,9 +129,9 @@ def operator_page(view):
     @wraps(view)
     def guarded(*args, **kwargs):
         if not g.ui.signed_in:
-            back = request.full_path if request.method == "GET" else None
-            return redirect(url_for("ui.signin", reason=g.ui_ended,
-                                    next=back.rstrip("?") if back else None), 303)
+            back = return_address(request.path, request.args) if request.method == "GET" \
+                else None
+            return redirect(url_for("ui.signin", reason=g.ui_ended, next=back), 303)
         return view(*args, **kwargs)
     return guarded
 
@@ -113,11 +141,9 @@ def _helpers() -> dict:
     return {"t": ui_text, "now": _ks().service.clock(), "csrf_field": CSRF_FIELD}
 
 
-def _safe_next(target: Optional[str]) -> str:
+def _after_sign_in(target: Optional[str]) -> str:
     """Only a page of this site's /ui/ after signing in (never another host)."""
-    if target and target.startswith("/ui/") and "//" not in target and "\\" not in target:
-        return target
-    return url_for("ui.queue")
+    return safe_next(target) or url_for("ui.queue")
 
 
 # --- signing in and out --------------------------------------------------------------------
@@ -125,11 +151,12 @@ def _safe_next(target: Optional[str]) -> str:
 @bp.get("/signin")
 def signin():
     if g.ui.signed_in:
-        return redirect(_safe_next(request.args.get("next")), 303)
+        return redirect(_after_sign_in(request.args.get("next")), 303)
     reason = request.args.get("reason")
     notice = ENDED.get(reason, "").format(idle=ui_text.duration(
         _ks().settings.ui_idle_minutes * 60)) if reason else None
-    return render_template("ui/signin.html", notice=notice, next=request.args.get("next"))
+    return render_template("ui/signin.html", notice=notice,
+                           next=safe_next(request.args.get("next")))
 
 
 @bp.post("/signin")
@@ -142,16 +169,21 @@ def signin_post():
                  "That is a client token. The page needs an operator token of your tenant.")
         status = 401 if principal is None else 403
         return render_template("ui/signin.html", error=error,
-                               next=request.form.get("next")), status
-    g.ui = current_app.extensions["keystore_ui"].sign_in(principal.tenant_id,
-                                                         principal.tenant, principal.token_name)
+                               next=safe_next(request.form.get("next"))), status
+    session = current_app.extensions["keystore_ui"].sign_in(
+        principal.tenant_id, principal.tenant, principal.token_name)
+    _signins().start(session.sid, principal.tenant_id, principal.token_name, session.seen)
+    g.ui = session
     log.info("operator %r of tenant %r signed in to the page", principal.token_name,
              principal.tenant)
-    return redirect(_safe_next(request.form.get("next")), 303)
+    return redirect(_after_sign_in(request.form.get("next")), 303)
 
 
 @bp.post("/signout")
 def signout():
+    """Ends the session in the database: a copy of the cookie is refused from now on."""
+    if g.ui.signed_in:
+        _signins().end(g.ui.sid)
     g.ui = Session(csrf=new_csrf())
     return redirect(url_for("ui.signin", reason="signed_out"), 303)
 
@@ -206,7 +238,8 @@ def resolve():
                         "dismiss")
     text, resource_id = result(request.form) if action.startswith("mark_") else (None, None)
     _ks().operations.resolve(g.principal, scope, key, action,
-                             optional_int(request.form, "review_id"), text, resource_id)
+                             optional_int(request.form, "review_id", least=1), text,
+                             resource_id)
     return redirect(url_for("ui.record", scope=scope, key=key, done=action), 303)
 
 
@@ -215,7 +248,7 @@ def resolve():
 def expire():
     scope, key = record_ref(request.form)
     _ks().operations.expire(g.principal, scope, key)
-    log.info("operator %r expired %s/%s", g.ui.token_name, scope, key)
+    log.info("operator %r expired %r/%r", g.ui.token_name, scope, key)  # %r: escaped
     return redirect(url_for("ui.record", scope=scope, key=key, done="expire"), 303)
 
 
@@ -249,17 +282,14 @@ def stuck():
 def report():
     ks, now = _ks(), _ks().service.clock()
     today = ui_text.instant(now).date()
-    try:
-        day = date.fromisoformat(request.args["date"]) if request.args.get("date") else today
-    except ValueError:
-        raise FormError("the date is YYYY-MM-DD") from None
+    day = report_day(request.args["date"]) if request.args.get("date") else today
     body = ks.reports.daily(_tenant(), day, now)
     totals = {name: sum(s[name] for s in body["scopes"]) for name in (
         "claimed", "succeeded", "failed", "released", "in_progress", "waiting_for_review",
         "duplicates_suppressed", "mismatches")}
     chart = ui_chart.bars(ks.reports.duplicates_per_day(_tenant(), CHART_DAYS, day))
-    return render_template("ui/report.html", day=day, today=today, report=body,
-                           totals=totals, chart=chart)
+    return render_template("ui/report.html", day=day, today=today, first=FIRST_REPORT_DAY,
+                           report=body, totals=totals, chart=chart)
 
 
 ui_errors.install(bp)

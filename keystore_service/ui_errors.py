@@ -59,10 +59,10 @@ def http_error_page(exc: HTTPException) -> Response:
 
 
 def _back_to_record() -> Optional[str]:
-    fields = request.form if request.method == "POST" else request.args
     try:
+        fields = request.form if request.method == "POST" else request.args
         scope, key = record_ref(fields)
-    except FormError:
+    except (FormError, UnicodeDecodeError):  # the latter: a query that is not UTF-8
         return None
     return url_for("ui.record", scope=scope, key=key)
 

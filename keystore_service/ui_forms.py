@@ -1,15 +1,29 @@
-"""The operators' page's form fields, checked by the same rules as the API: a record
-reference (scope and key) and the optional result of a resolution."""
+"""The operators' page's form and query fields, checked by the same rules as the API: a
+record reference (scope and key), a whole number, a report day, the optional result of a
+resolution, and the page to go to after signing in. Every refusal is a FormError (a 400 page);
+nothing a person or a tamperer types reaches int(), date() or a header unchecked."""
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
+from datetime import date
 from typing import Optional
+from urllib.parse import urlencode
 
 from pydantic import ValidationError
+from werkzeug.datastructures import MultiDict
 
-from . import canonical, schemas
+from . import canonical, queries, schemas
 
 MAX_RESULT_BYTES = 256 * 1024  # the contract's limit on a result body, in canonical form
+MAX_BIGINT = 2**63 - 1  # what the database's BIGINT holds
+FIRST_REPORT_DAY = queries.FIRST_REPORT_DAY
+_WHOLE = re.compile("[0-9]{1,19}")  # ASCII: str.isdigit() takes "²", which int() refuses
+# After signing in, only a page of the page: /ui/<name> and a query of URL characters (what
+# url_for writes). No "." or "/" in the path (no "/ui/../", "/ui//host"), no space, no control
+# character, no backslash, nothing outside ASCII: the value goes into a Location header.
+_NEXT = re.compile(r"/ui/[a-z]*(\?[A-Za-z0-9\-._~!$&'()*+,;=:@/?%]*)?")
+MAX_NEXT = 2048  # longer than any address the page makes; a browser's own limit is larger
 
 
 SCOPE_RULE = "a scope is 1 to 128 characters of A-Z a-z 0-9 _ . : -"
@@ -30,13 +44,31 @@ def record_ref(fields: Mapping[str, str]) -> tuple[str, str]:
     return ref.scope, ref.key
 
 
-def optional_int(fields: Mapping[str, str], name: str) -> Optional[int]:
+def optional_int(fields: Mapping[str, str], name: str, least: int = 0) -> Optional[int]:
+    """The field as a whole number written in 0-9, least..2^63-1; None when it is empty."""
     text = (fields.get(name) or "").strip()
     if not text:
         return None
-    if not text.isdigit() or len(text) > 18:
-        raise FormError(f"{name.replace('_', ' ')} must be a whole number")
+    if not _WHOLE.fullmatch(text) or not least <= int(text) <= MAX_BIGINT:
+        raise FormError(f"{name.replace('_', ' ')} must be a whole number from {least} to "
+                        f"{MAX_BIGINT}")
     return int(text)
+
+
+def report_day(text: str) -> date:
+    """A day for the figures, by the API's rule (queries.report_day)."""
+    try:
+        return queries.report_day(text)
+    except ValueError as exc:
+        raise FormError(str(exc)) from None
+
+
+def safe_next(target: Optional[str]) -> Optional[str]:
+    """`target` if it is a page of this site's /ui/ to go to after signing in, else None
+    (a tampered value is dropped, not refused: signing in still works)."""
+    if target and len(target) <= MAX_NEXT and _NEXT.fullmatch(target):
+        return target
+    return None
 
 
 def result(fields: Mapping[str, str]) -> tuple[Optional[str], Optional[str]]:
@@ -74,3 +106,19 @@ def _first_problem(exc: ValidationError) -> str:
     e = exc.errors(include_input=False, include_url=False, include_context=False)[0]
     field = ".".join(str(p) for p in e["loc"]).replace("_", " ") or "the form"
     return f"{field}: {e['msg']}"
+
+
+def utf8(raw: bytes) -> bool:
+    """The raw query string is UTF-8 (else werkzeug's request.args raises)."""
+    try:
+        raw.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def return_address(path: str, args: MultiDict) -> Optional[str]:
+    """The address of a GET to come back to after signing in, rebuilt from its parsed query
+    (so it is plain ASCII), or None if it is not a safe target (safe_next)."""
+    query = urlencode(list(args.items(multi=True)))
+    return safe_next(f"{path}?{query}" if query else path)

@@ -1,10 +1,12 @@
-"""How the operators' page writes times, ages, fingerprints and stored JSON for a person."""
+"""How the operators' page writes times, ages, fingerprints, versions and stored JSON for a
+person."""
 from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
 from typing import Any, Optional
 
+from . import versions
 from .domain import SECOND, Micros
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -75,12 +77,22 @@ def field_label(name: str) -> str:
     return LABELS.get(name, name.replace("_", " "))
 
 
-def field_value(name: str, value: Any) -> str:
-    """A value of an audit snapshot: instants (`*_at`) as times, the rest as JSON."""
+def version(kind: Optional[str], value: Optional[int]) -> str:
+    """A stored version as the API shows it: the integer, or a timestamp in UTC RFC 3339
+    (`2026-01-01T00:00:00Z`), never the microseconds it is stored as."""
+    shown = versions.show(kind, value)
+    return "" if shown is None else str(shown)
+
+
+def field_value(name: str, value: Any, snapshot: Optional[dict] = None) -> str:
+    """A value of an audit snapshot: instants (`*_at`) as times, the version by the
+    snapshot's version_kind, the rest as JSON."""
     if value is None:
         return "—"
     if name.endswith("_at") and isinstance(value, int):
         return when(value)
+    if name == "version" and isinstance(value, int) and snapshot:
+        return version(snapshot.get("version_kind"), value)
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)
