@@ -143,9 +143,44 @@ def document() -> dict:
         "/healthz": _plain("The process is alive"),
         "/readyz": _plain("The database answers"),
     }
+    _name_and_link(paths)
     return {"openapi": "3.1.0",
             "info": {"title": "Idempotency Key Store", "version": "1"},
             "paths": paths,
             "components": {"schemas": defs.get("$defs", {}),
                            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
             "security": [{"bearer": []}]}
+
+
+OPERATION_IDS = {("/v1/claim", "post"): "claim", ("/v1/claim/batch", "post"): "claimBatch",
+                 ("/v1/complete", "post"): "complete", ("/v1/release", "post"): "release",
+                 ("/v1/extend", "post"): "extend", ("/v1/expire", "post"): "expire",
+                 ("/v1/keys", "get"): "lookup", ("/v1/reviews", "get"): "listReviews",
+                 ("/v1/resolve", "post"): "resolve", ("/v1/report", "get"): "report",
+                 ("/v1/whoami", "get"): "whoami", ("/healthz", "get"): "healthz",
+                 ("/readyz", "get"): "readyz"}
+_SAME_RECORD = {"scope": "$request.body#/scope", "key": "$request.body#/key"}
+_HOLDER = {**_SAME_RECORD, "lease_token": "$response.body#/lease_token"}
+_LOOKUP = {"query.scope": "$request.body#/scope", "query.key": "$request.body#/key"}
+
+
+def _name_and_link(paths: dict) -> None:
+    """operationIds, and OpenAPI links from a claim's answers to what a client does next
+    with the same record (its lease token, for the holder's calls): a stateful fuzzer
+    follows them to reach complete / release / extend with tokens the service really gave
+    out, not only with made-up ones that answer 409 (tests/fuzz)."""
+    for (path, method), name in OPERATION_IDS.items():
+        paths[path][method]["operationId"] = name
+    links = {
+        "201": {"complete": {"operationId": "complete", "requestBody": _HOLDER},
+                "release": {"operationId": "release", "requestBody": _HOLDER},
+                "extend": {"operationId": "extend", "requestBody": _HOLDER},
+                "lookup": {"operationId": "lookup", "parameters": _LOOKUP}},
+        "200": {"lookup": {"operationId": "lookup", "parameters": _LOOKUP},
+                "expire": {"operationId": "expire", "requestBody": _SAME_RECORD}},
+        "409": {"lookup": {"operationId": "lookup", "parameters": _LOOKUP},
+                "resolve": {"operationId": "resolve", "requestBody": _SAME_RECORD}},
+        "422": {"resolve": {"operationId": "resolve", "requestBody": _SAME_RECORD}},
+    }
+    for status, found in links.items():
+        paths["/v1/claim"]["post"]["responses"][status]["links"] = found

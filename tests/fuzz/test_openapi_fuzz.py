@@ -1,8 +1,18 @@
-"""Schemathesis against /openapi.json, with a fixed example budget and seed: no 5xx, no
-response that breaks the schema, and no change to the database from a refused request."""
+"""Schemathesis against /openapi.json: no 5xx, no response that breaks the schema, and no
+change to the database from a refused request; then the stateful run, which follows the
+document's links from a claim to complete / release / extend with real lease tokens.
+
+CI runs a fixed seed (the same requests every run). A nightly-style run rotates it and sends
+more, as docs/reliability.md says:
+    KEYSTORE_FUZZ_SEED=$(date +%Y%m%d) KEYSTORE_FUZZ_EXAMPLES=1000 \
+        .venv/bin/python -m pytest tests/fuzz
+A failure prints the seed; the same two variables repeat the run exactly."""
 from __future__ import annotations
 
+import os
+
 import hypothesis
+import jsonschema
 import pytest
 import schemathesis
 from hypothesis import HealthCheck
@@ -11,11 +21,15 @@ from sqlalchemy import func, select
 
 from keystore_service import migrate
 from keystore_service.app import create_app
+from keystore_service.openapi import document
 from keystore_service.settings import Settings
 from keystore_service.tables import attempts, records, resolutions, reviews, tenants, tokens
 from tests.support import T0
 
-EXAMPLES = 60  # per operation; derandomized, so every run sends the same requests
+# Per operation (60 before issue 13). 200 covers every branch the schema describes in
+# about half a minute here; the nightly run raises it.
+EXAMPLES = int(os.environ.get("KEYSTORE_FUZZ_EXAMPLES", "200"))
+SEED = int(os.environ.get("KEYSTORE_FUZZ_SEED", "20261130"))  # CI's fixed seed
 REFUSED = {400, 401, 403, 404, 405, 413}  # 409/422 answers write by contract (counts, reviews)
 # Schemathesis's own pytest plugin does not load under pytest 9 yet (it reads a private
 # attribute pytest 9 removed), so each operation's strategy is driven with Hypothesis here.
@@ -25,7 +39,9 @@ REFUSED = {400, 401, 403, 404, 405, 413}  # 409/422 answers write by contract (c
 def fuzz_app(tmp_path_factory):
     url = f"sqlite:///{tmp_path_factory.mktemp('fuzz')}/keystore.db"
     migrate.upgrade(url)
-    app = create_app(Settings(database_url=url))
+    # No seats for waiting: a generated `wait=30` on a running claim would sleep 30 s per
+    # example; the lookup then answers at once, as it does past its seats (tests/e2e).
+    app = create_app(Settings(database_url=url, wait_share=0))
     ks = app.extensions["keystore"]
     ks.accounts.create_tenant("fuzz", T0)
     app.config["fuzz_token"] = ks.accounts.create_token("fuzz", "operator", None, T0)
@@ -36,6 +52,22 @@ def fuzz_app(tmp_path_factory):
 def operations(app) -> list:
     schema = schemathesis.openapi.from_wsgi("/openapi.json", app)
     return [result.ok() for result in schema.get_all_operations()]
+
+
+SPEC = document()
+
+
+def truly_valid(case) -> bool:
+    """The generated body really conforms to the published request schema. Schemathesis's
+    positive mode sometimes breaks a `pattern` inside `anyOf` beside a `not` (a fingerprint
+    with a control character, seen with 4.32.5); such a request is not schema-valid, and its
+    400 is right."""
+    body_schema = case.operation.definition.raw.get("requestBody")
+    if not body_schema or not isinstance(case.body, dict):
+        return True
+    ref = body_schema["content"]["application/json"]["schema"]
+    validator = jsonschema.Draft202012Validator({**ref, "components": SPEC["components"]})
+    return validator.is_valid(case.body)
 
 
 def database_state(app) -> tuple:
@@ -52,10 +84,14 @@ def test_every_operation_is_fuzzed(fuzz_app):
         ("POST", "/v1/claim"), ("POST", "/v1/claim/batch"), ("POST", "/v1/complete"),
         ("POST", "/v1/release"), ("POST", "/v1/extend"), ("POST", "/v1/expire"),
         ("GET", "/v1/keys"), ("GET", "/v1/reviews"), ("POST", "/v1/resolve"),
-        ("GET", "/v1/report")}
+        ("GET", "/v1/report"), ("GET", "/v1/whoami")}
+    assert len(operations(fuzz_app)) <= OPERATIONS
 
 
-@pytest.mark.parametrize("index", range(12))
+OPERATIONS = 14  # the parametrized range below: every operation of the document gets one
+
+
+@pytest.mark.parametrize("index", range(OPERATIONS))
 def test_the_api_holds_its_contract_under_fuzzing(fuzz_app, index):
     ops = operations(fuzz_app)
     if index >= len(ops):
@@ -63,8 +99,9 @@ def test_the_api_holds_its_contract_under_fuzzing(fuzz_app, index):
     token = fuzz_app.config["fuzz_token"]
     counted = {"refused": 0, "answered": 0}
 
+    @hypothesis.seed(SEED + index)
     @hypothesis.given(case=ops[index].as_strategy())
-    @hypothesis.settings(max_examples=EXAMPLES, derandomize=True, deadline=None,
+    @hypothesis.settings(max_examples=EXAMPLES, deadline=None,
                          suppress_health_check=list(HealthCheck), database=None)
     def fuzz(case):
         before = database_state(fuzz_app)
@@ -75,7 +112,8 @@ def test_the_api_holds_its_contract_under_fuzzing(fuzz_app, index):
         # other kind than the stored record's, and a page cursor the service never gave out.
         case.validate_response(response, headers=headers,
                                excluded_checks=[positive_data_acceptance])
-        if case.meta.generation.mode.is_positive and response.status_code == 400:
+        if case.meta.generation.mode.is_positive and response.status_code == 400 \
+                and truly_valid(case):
             details = response.json()["error"]["details"]
             assert (details.get("field") == "version" and "stored_kind" in details) or \
                 details.get("field") == "cursor", f"a schema-valid request was refused: {details}"
@@ -87,3 +125,39 @@ def test_the_api_holds_its_contract_under_fuzzing(fuzz_app, index):
             counted["answered"] += 1
     fuzz()
     assert counted["refused"] + counted["answered"] > 0
+
+
+def test_stateful_sequences_reach_the_holders_calls_with_real_tokens(fuzz_app):
+    """Schemathesis follows the links of /openapi.json: a claim's 201 gives its lease token
+    to complete / release / extend, its 409 and 422 lead to lookups and resolutions. The
+    holder's calls must answer 200 with a real token at least sometimes (with made-up tokens
+    they can only ever answer 404 or 409)."""
+    token = fuzz_app.config["fuzz_token"]
+    schema = schemathesis.openapi.from_wsgi("/openapi.json", fuzz_app)
+    seen: dict = {}
+
+    class Sequences(schema.as_state_machine()):
+        def setup(self):
+            """Each sequence starts from an empty store: Hypothesis replays a sequence to
+            shrink it, and a record left by the last one would change its answers."""
+            with fuzz_app.extensions["keystore"].database.engine.begin() as conn:
+                for table in (attempts, reviews, resolutions, records):
+                    conn.execute(table.delete())
+
+        def get_call_kwargs(self, case):
+            return {"headers": {"Authorization": f"Bearer {token}"}}
+
+        def validate_response(self, response, case, additional_checks=None, **kwargs):
+            case.validate_response(response, headers=self.get_call_kwargs(case)["headers"],
+                                   excluded_checks=[positive_data_acceptance])
+            assert response.status_code < 500
+            seen.setdefault((case.operation.path, response.status_code), 0)
+            seen[(case.operation.path, response.status_code)] += 1
+
+    hypothesis.seed(SEED)(Sequences)
+    schemathesis.generation.stateful.run_state_machine_as_test(
+        Sequences, settings=hypothesis.settings(
+            max_examples=max(20, EXAMPLES // 5), stateful_step_count=6, deadline=None,
+            suppress_health_check=list(HealthCheck), database=None))
+    answered = {path for (path, status) in seen if status == 200}
+    assert {"/v1/complete", "/v1/release", "/v1/extend"} <= answered, seen
