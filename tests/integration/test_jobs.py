@@ -4,9 +4,11 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
+from keystore_service import errors
 from keystore_service.service import Claim
 from keystore_service.tables import attempts, records, reviews
 from tests.support import SECOND, T0
@@ -47,10 +49,9 @@ def test_the_sweeper_purges_expired_records_in_batches(ks, tenant_id, clock):
     kept = claim(ks, tenant_id, "disputed", ttl=10)
     ks.service.complete(tenant_id, "s", "disputed", kept.lease_token, "succeeded", "{}")
     claim(ks, tenant_id, "young", ttl=3600)
-    try:
+    with pytest.raises(errors.FingerprintMismatch) as refused:
         claim(ks, tenant_id, "disputed", fp="other")
-    except Exception:
-        pass  # the mismatch opened a review: the record waits for a person
+    assert refused.value.record.key == "disputed"  # the review it opened: the record waits
     clock.advance(10)
     progress = []
     assert ks.jobs.sweep(batch=10, progress=progress.append) == 25
@@ -93,10 +94,9 @@ def test_the_daily_report(ks, tenant_id, clock):
     for _ in range(3):
         claim(ks, tenant_id, "a", scope="invoice")  # replays
     for fp in ("x", "y"):
-        try:
+        with pytest.raises(errors.FingerprintMismatch) as refused:
             claim(ks, tenant_id, "a", scope="invoice", fp=fp)
-        except Exception:
-            pass
+        assert (refused.value.record.key, refused.value.record.state) == ("a", "succeeded")
     d = claim(ks, tenant_id, "d", scope="mail")
     ks.service.complete(tenant_id, "mail", "d", d.lease_token, "failed", "{}")
     body = ks.reports.daily(tenant_id, today, clock.now)
