@@ -1,9 +1,7 @@
 """The `keystore` command: tokens printed alone on stdout, the first-start bootstrap."""
 from __future__ import annotations
 
-import requests
-
-from tests.support import Api, Server, keystore_cli
+from tests.support import Api, Server, keystore_cli, new_token
 
 
 def test_token_create_prints_the_token_alone_on_stdout(database_url):
@@ -39,12 +37,27 @@ def test_invalid_configuration_is_refused_with_a_clear_message(tmp_path):
     assert out.returncode != 0 and "KEYSTORE_DATABASE_URL" in out.stderr
 
 
-def test_two_instances_side_by_side(database_url, tmp_path):
+def test_two_instances_side_by_side_share_one_store(database_url, tmp_path):
+    token = new_token(database_url, "shared")
     a = Server(database_url, workers=1, log_path=tmp_path / "a.log").start()
     b = Server(database_url, workers=1, log_path=tmp_path / "b.log").start()
     try:
-        for s in (a, b):
-            assert requests.get(s.url + "/healthz", timeout=5).status_code == 200
+        assert a.proc.pid != b.proc.pid and a.port != b.port
+        on_a, on_b = Api(a.url, token), Api(b.url, token)
+        body = {"scope": "invoice", "key": "evt-1", "payload": {"amount": 5}}
+        status, claimed, _ = on_a.post("/v1/claim", body)
+        assert status == 201
+        status, held, _ = on_b.post("/v1/claim", body)  # a's lease is seen by b
+        assert (status, held["outcome"]) == (409, "in_progress")
+        status, _, _ = on_a.post("/v1/complete", {
+            "scope": "invoice", "key": "evt-1", "lease_token": claimed["lease_token"],
+            "state": "succeeded", "result": {"resource_id": "INV-1"}})
+        assert status == 200
+        status, replay, headers = on_b.post("/v1/claim", body)
+        assert (status, replay["outcome"], headers["Idempotent-Replayed"]) == \
+            (200, "replay", "true")
+        assert replay["record"]["result"]["resource_id"] == "INV-1"
+        assert replay["record"]["duplicate_count"] == 2  # b's two repeats, on the one record
     finally:
         a.stop()
         b.stop()
