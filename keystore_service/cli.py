@@ -23,6 +23,7 @@ import click
 from . import migrate
 from .accounts import AccountError, Accounts
 from .db import Database, create
+from .render import rfc3339
 from .server import Server, default_workers
 from .service import system_clock
 from .settings import Settings, load
@@ -170,6 +171,7 @@ def report(day: str | None, tenant_name: str, as_json: bool) -> None:
     if tenant_id is None:
         raise _no_tenant(tenant_name)
     body = ks.reports.daily(tenant_id, when, system_clock())
+    body["generated_at"] = rfc3339(body["generated_at"])  # as GET /v1/report says it
     if as_json:
         click.echo(json.dumps(body, indent=2))
         return

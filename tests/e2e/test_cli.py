@@ -2,7 +2,10 @@
 which database an admin command uses (said on stderr; one without the schema is refused)."""
 from __future__ import annotations
 
+import datetime as dt
+import json
 import os
+import re
 import secrets
 import subprocess
 
@@ -199,3 +202,13 @@ def test_an_older_schema_is_migrated_in_one_line_a_newer_one_refused(schemaless_
     newer = run_in(tmp_path, "token", "create", "--tenant", "acme", database_url=schemaless_url)
     assert newer.returncode != 0 and "Traceback" not in newer.stderr
     assert "9999_future" in newer.stderr and "newer version" in newer.stderr, newer.stderr
+
+
+def test_report_json_prints_generated_at_in_rfc_3339_like_the_api(database_url):
+    new_token(database_url, "default")
+    out = keystore_cli(database_url, "report", "--json")
+    body = json.loads(out.stdout)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", body["generated_at"]), body
+    made = dt.datetime.fromisoformat(body["generated_at"].replace("Z", "+00:00"))
+    assert abs((dt.datetime.now(dt.UTC) - made).total_seconds()) < 60
+    assert body["date"] == made.date().isoformat() and body["scopes"] == []
