@@ -11,20 +11,16 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import os
 import shlex
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import click
 
-from . import migrate
+from . import migrate, server
 from .accounts import AccountError, Accounts
 from .db import Database, create
 from .render import rfc3339
-from .server import Server, default_workers
 from .service import system_clock
 from .settings import Settings, load
 
@@ -91,37 +87,20 @@ def main() -> None:
 @main.command(help="Migrate the database, then serve HTTP with gunicorn (gthread workers).")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
-@click.option("--workers", default=default_workers(), show_default=True,
+@click.option("--workers", default=server.default_workers(), show_default=True,
               type=click.IntRange(1, 64))
-@click.option("--threads", default=4, show_default=True, type=click.IntRange(1, 64))
+@click.option("--threads", default=server.THREADS, show_default=True,
+              type=click.IntRange(1, 64))
 def serve(host: str, port: int, workers: int, threads: int) -> None:
-    settings = _database(create=True)
-    revision = migrate.head()
-    _metrics_directory()
-    accounts, database = _accounts(settings)
+    settings = _settings()
     try:
-        token = accounts.bootstrap(system_clock())
-    finally:
-        database.engine.dispose()
-    if token:
-        _say("\nFirst start: created tenant 'default' and this operator token. It is shown once;"
-             " only its hash is stored:\n")
-        click.echo(f"    {token}\n")
-        sys.stdout.flush()
+        revision = server.prepare_database(settings)
+    except migrate.DatabaseProblem as exc:
+        raise click.ClickException(str(exc)) from None
+    server.metrics_directory()  # removed when this process exits
     _say(f"keystore: schema at revision {revision}; serving on http://{host}:{port} "
          f"({workers} workers x {threads} threads)")
-    Server(settings, host, port, workers, threads).run()
-
-
-def _metrics_directory() -> None:
-    """prometheus-client's multiprocess mode needs one directory shared by the workers, set
-    before they fork, and emptied at each start."""
-    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if not path:
-        path = tempfile.mkdtemp(prefix="keystore-metrics-")
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
-    for stale in Path(path).glob("*.db"):
-        stale.unlink()
+    server.Server(settings, host, port, workers, threads).run()
 
 
 def _keystore():

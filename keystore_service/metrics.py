@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterable
-
 from typing import Any, Optional
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess

@@ -105,7 +105,7 @@ def upgrade_and_tell(url: str, to: str = "head") -> Upgraded:
     """Migrate, with Alembic's own log lines silenced; says what changed. Creates the SQLite
     file if there is none. Raises DatabaseProblem (unreachable, or a revision this code does
     not know: migrated by a newer version)."""
-    url = normalise_url(url)
+    given, url = url, normalise_url(url)
     engine = create_engine(url, poolclass=NullPool)
     try:
         if make_url(url).get_backend_name() == "sqlite":
@@ -120,10 +120,10 @@ def upgrade_and_tell(url: str, to: str = "head") -> Upgraded:
             after = MigrationContext.configure(conn).get_current_revision() or ""
             return Upgraded(before, after)
     except DBAPIError as exc:
-        raise DatabaseProblem(_unreachable(url, exc)) from None
+        raise DatabaseProblem(_unreachable(given, exc)) from None
     except CommandError as exc:
         raise DatabaseProblem(
-            f"cannot migrate {describe(url)}: {exc}. Its schema may have been "
+            f"cannot migrate {describe(given)}: {exc}. Its schema may have been "
             f"migrated by a newer version of the key store; run that version.") from None
     finally:
         engine.dispose()

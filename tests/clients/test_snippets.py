@@ -12,7 +12,7 @@ import signal
 import subprocess
 import textwrap
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 import requests
@@ -208,7 +208,7 @@ def test_bash_heartbeat_dies_with_its_shell(service, scope, tmp_path, ks):
         time.sleep(5)  # five heartbeat periods
         assert ks.lookup(scope, "job").lease_expires_at == after_kill  # not extended since
 
-        wait_until(lambda: datetime.now(timezone.utc) > after_kill, 10)
+        wait_until(lambda: datetime.now(UTC) > after_kill, 10)
         rerun = bash(service, f"keystore_once {scope} job -- true")
         assert rerun.returncode == 76 and "needs reconciliation" in rerun.stderr
         assert ks.lookup(scope, "job").state == "needs_reconciliation"

@@ -17,7 +17,7 @@ from sqlalchemy.pool import NullPool
 from keystore_service import migrate
 from keystore_service.db import normalise_url
 from tests.conftest import PG_ADMIN_URL
-from tests.support import KEYSTORE, Api, Server, keystore_cli, new_token
+from tests.support import KEYSTORE, Api, Server, free_port, keystore_cli, new_token
 
 
 def test_token_create_prints_the_token_alone_on_stdout(database_url):
@@ -168,11 +168,14 @@ def test_relative_sqlite_paths_are_shown_absolute_and_a_password_is_masked(tmp_p
     out = run_in(tmp_path, "reconcile", database_url="sqlite:///sub/k.db")
     assert out.returncode == 0, out.stderr
     assert f"keystore: database sqlite:///{tmp_path}/sub/k.db\n" in out.stderr
-    bad = run_in(tmp_path, "report", database_url="postgresql://u:hunter2@127.0.0.1:1/x"
-                                                  "?password=hunter3")
-    assert bad.returncode != 0 and "cannot reach" in bad.stderr, bad.stderr
-    assert "hunter2" not in bad.stderr and "hunter3" not in bad.stderr
-    assert "Traceback" not in bad.stderr
+    unreachable = "postgresql://u:hunter2@127.0.0.1:1/x?password=hunter3"
+    for args in (("report",), ("serve", "--port", str(free_port()))):
+        bad = run_in(tmp_path, *args, database_url=unreachable)
+        assert bad.returncode != 0, bad.stderr
+        assert "cannot reach the database postgresql://u:***@127.0.0.1:1/x?password=***: " \
+            in bad.stderr, bad.stderr
+        assert "hunter2" not in bad.stderr and "hunter3" not in bad.stderr
+        assert "Traceback" not in bad.stderr
 
 
 def test_migrations_are_one_line_and_only_when_something_is_migrated(schemaless_url, tmp_path):
