@@ -73,9 +73,10 @@ def _no_schema(url: str) -> str:
 
 def _no_tenant(name: str) -> click.ClickException:
     url = _settings().database_url
+    shown = shlex.quote(name) if name.isprintable() else "NAME"  # never a raw CR/LF echoed
     return click.ClickException(
         f"no tenant {name!r} in {migrate.describe(url)}; create it there with "
-        f"`keystore tenant create {shlex.quote(name)}`")
+        f"`keystore tenant create {shown}`")
 
 
 @click.group(help="Idempotency Key Store: exactly-once effects for at-least-once deliveries.")

@@ -215,3 +215,11 @@ def test_report_json_prints_generated_at_in_rfc_3339_like_the_api(database_url):
     made = dt.datetime.fromisoformat(body["generated_at"].replace("Z", "+00:00"))
     assert abs((dt.datetime.now(dt.UTC) - made).total_seconds()) < 60
     assert body["date"] == made.date().isoformat() and body["scopes"] == []
+
+
+def test_a_tenant_name_with_control_characters_is_not_echoed_raw(database_url):
+    for args in (("token", "create", "--tenant"), ("report", "--tenant")):
+        out = keystore_cli(database_url, *args, "evil\r\nkeystore: created a token", check=False)
+        assert out.returncode != 0
+        assert "\r" not in out.stderr and "\nkeystore: created" not in out.stderr, out.stderr
+        assert "no tenant 'evil\\r\\nkeystore: created a token'" in out.stderr
