@@ -102,7 +102,9 @@ class Jobs:
               progress: Optional[Callable[[int], None]] = None, pause_ratio: float = 1.0,
               sleep: Callable[[float], None] = time.sleep) -> int:
         """Purge expired records, `keep_finished` after expiry (records with an open review:
-        `keep_unresolved`), one short transaction per batch. Returns how many went.
+        `keep_unresolved`), one short transaction per batch, keeping what the daily report
+        counted of them; then the report's counts older than `keep_report_days`. Returns how
+        many records went.
 
         After each batch it pauses `pause_ratio` times as long as the batch took: back to
         back, the deletes starve the claims (SQLite's one write lock is taken again before a
