@@ -62,13 +62,13 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
                        sqlite_synchronous=settings.sqlite_synchronous)
     database = db.Database(engine)
     accounts, records = Accounts(database), RecordStore(database)
-    observed = metrics.Metrics(settings.metrics_max_scopes)
+    observed = metrics.Metrics(settings.metrics_max_scopes, database)
     service = KeyStoreService(records, ReviewStore(database), clock, observed)
     return Keystore(settings, database, service, accounts,
                     Authenticator(accounts, settings.token_cache_seconds),
                     BatchClaims(service), Operations(service),
                     Jobs(service, settings.keep_finished_seconds,
-                         settings.keep_unresolved_seconds),
+                         settings.keep_unresolved_seconds, settings.keep_report_days),
                     Reports(database), observed,
                     RateLimiter(database, settings.rate_limit_requests,
                                 settings.rate_limit_window_seconds, clock),
@@ -142,7 +142,7 @@ def _service_endpoints(app: Flask) -> None:
     @app.get("/metrics")
     def prometheus():
         ks = app.extensions["keystore"]
-        body = metrics.exposition(ks.database, ks.service.clock)
+        body = metrics.exposition(ks.database, ks.service.clock, ks.settings.metrics_max_scopes)
         return Response(body, 200, mimetype="text/plain", headers={
             "Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 

@@ -1,24 +1,25 @@
 """The `keystore` command: serve, db, tenant and token.
 
 A new token is printed alone on stdout (so `TOKEN=$(keystore token create ...)` works);
-everything meant for a person goes to stderr.
+everything meant for a person goes to stderr. Every command says which database it uses
+(KEYSTORE_DATABASE_URL; a SQLite path made absolute, a password masked). The admin commands
+refuse a database without the key store's schema (a relative SQLite path run from another
+directory would otherwise get a fresh, empty store); `serve` and `db upgrade` create it.
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
-import os
+import shlex
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 import click
 
-from . import logs, migrate, queries
+from . import logs, migrate, queries, server
 from .accounts import AccountError, Accounts
 from .db import Database, create
-from .server import Server, default_workers
+from .render import rfc3339
 from .service import system_clock
 from .settings import Settings, load
 
@@ -37,6 +38,46 @@ def _say(message: str) -> None:
     click.echo(message, err=True)
 
 
+def _database(create: bool = False) -> Settings:
+    """The settings, once their database is said (stderr) and holds the key store's schema.
+
+    A database without the schema is refused (ClickException) unless `create`; an older schema
+    is migrated, said in one line. Unreachable: ClickException with the reason."""
+    settings = _settings()
+    url = settings.database_url
+    _say(f"keystore: database {migrate.describe(url)}")
+    try:
+        if not create and migrate.revision(url) is None:
+            raise click.ClickException(_no_schema(url))
+        done = migrate.upgrade_and_tell(url)
+    except migrate.DatabaseProblem as exc:
+        raise click.ClickException(str(exc)) from None
+    if done.migrated:
+        _say(done.summary())
+    return settings
+
+
+def _no_schema(url: str) -> str:
+    missing = " (the file does not exist)" if migrate.sqlite_file_missing(url) else ""
+    return (
+        f"no key store schema in {migrate.describe(url)}{missing}.\n"
+        "Point KEYSTORE_DATABASE_URL at the database the service uses, for example\n"
+        "  export KEYSTORE_DATABASE_URL=sqlite:////ABSOLUTE/PATH/keystore.db"
+        "   (four slashes: an absolute path)\n"
+        "  export KEYSTORE_DATABASE_URL=postgresql://USER@HOST:5432/DB\n"
+        "(the default, sqlite:///keystore.db, is keystore.db in the current directory).\n"
+        "To start a new, empty key store there instead: `keystore db upgrade`, or "
+        "`keystore tenant create NAME --create`.")
+
+
+def _no_tenant(name: str) -> click.ClickException:
+    url = _settings().database_url
+    shown = shlex.quote(name) if name.isprintable() else "NAME"  # never a raw CR/LF echoed
+    return click.ClickException(
+        f"no tenant {name!r} in {migrate.describe(url)}; create it there with "
+        f"`keystore tenant create {shown}`")
+
+
 @click.group(help="Idempotency Key Store: exactly-once effects for at-least-once deliveries.")
 def main() -> None:
     logs.configure("INFO")  # one formatter: request input escaped, no exception messages
@@ -45,44 +86,25 @@ def main() -> None:
 @main.command(help="Migrate the database, then serve HTTP with gunicorn (gthread workers).")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
-@click.option("--workers", default=default_workers(), show_default=True,
+@click.option("--workers", default=server.default_workers(), show_default=True,
               type=click.IntRange(1, 64))
-@click.option("--threads", default=4, show_default=True, type=click.IntRange(1, 64))
+@click.option("--threads", default=server.THREADS, show_default=True,
+              type=click.IntRange(1, 64))
 def serve(host: str, port: int, workers: int, threads: int) -> None:
     settings = _settings()
-    _metrics_directory()
-    revision = migrate.upgrade(settings.database_url)
-    accounts, database = _accounts(settings)
     try:
-        token = accounts.bootstrap(system_clock())
-    finally:
-        database.engine.dispose()
-    if token:
-        _say("\nFirst start: created tenant 'default' and this operator token. It is shown once;"
-             " only its hash is stored:\n")
-        click.echo(f"    {token}\n")
-        sys.stdout.flush()
+        revision = server.prepare_database(settings)
+    except migrate.DatabaseProblem as exc:
+        raise click.ClickException(str(exc)) from None
+    server.metrics_directory()  # removed when this process exits
     _say(f"keystore: schema at revision {revision}; serving on http://{host}:{port} "
          f"({workers} workers x {threads} threads)")
-    Server(settings, host, port, workers, threads).run()
-
-
-def _metrics_directory() -> None:
-    """prometheus-client's multiprocess mode needs one directory shared by the workers, set
-    before they fork, and emptied at each start."""
-    path = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
-    if not path:
-        path = tempfile.mkdtemp(prefix="keystore-metrics-")
-        os.environ["PROMETHEUS_MULTIPROC_DIR"] = path
-    for stale in Path(path).glob("*.db"):
-        stale.unlink()
+    server.Server(settings, host, port, workers, threads).run()
 
 
 def _keystore():
     from .app import build
-    settings = _settings()
-    migrate.upgrade(settings.database_url)
-    return build(settings)
+    return build(_database())
 
 
 @main.command(help="Move in-progress records whose lease ran out to needs_reconciliation "
@@ -127,8 +149,9 @@ def report(day: str | None, tenant_name: str, as_json: bool) -> None:
     ks = _keystore()
     tenant_id = ks.accounts.tenant_id(tenant_name)
     if tenant_id is None:
-        raise click.ClickException(f"no tenant {tenant_name!r}")
+        raise _no_tenant(tenant_name)
     body = ks.reports.daily(tenant_id, when, system_clock())
+    body["generated_at"] = rfc3339(body["generated_at"])  # as GET /v1/report says it
     if as_json:
         click.echo(json.dumps(body, indent=2))
         return
@@ -148,16 +171,25 @@ def db() -> None:
     pass
 
 
-@db.command("upgrade", help="Apply the migrations (safe to run from several hosts at once).")
+@db.command("upgrade", help="Create or migrate the schema (safe from several hosts at once).")
 def db_upgrade() -> None:
-    revision = migrate.upgrade(_settings().database_url)
-    _say(f"keystore: schema at revision {revision}")
+    url = _settings().database_url
+    _say(f"keystore: database {migrate.describe(url)}")
+    try:
+        _say(migrate.upgrade_and_tell(url).summary())
+    except migrate.DatabaseProblem as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 @db.command("current", help="Show the schema revision of the database and of this code.")
 def db_current() -> None:
-    have, head = migrate.current(_settings().database_url)
-    click.echo(f"database: {have or '(empty)'}\ncode:     {head}")
+    url = _settings().database_url
+    _say(f"keystore: database {migrate.describe(url)}")
+    try:
+        have, head = migrate.current(url)
+    except migrate.DatabaseProblem as exc:
+        raise click.ClickException(str(exc)) from None
+    click.echo(f"database: {have or migrate.NONE}\ncode:     {head}")
     if have != head:
         sys.exit(1)
 
@@ -169,10 +201,10 @@ def tenant() -> None:
 
 @tenant.command("create")
 @click.argument("name")
-def tenant_create(name: str) -> None:
-    settings = _settings()
-    migrate.upgrade(settings.database_url)
-    accounts, _ = _accounts(settings)
+@click.option("--create", is_flag=True,
+              help="Create the key store's schema if the database has none (a new store).")
+def tenant_create(name: str, create: bool) -> None:
+    accounts, _ = _accounts(_database(create=create))
     try:
         accounts.create_tenant(name, system_clock())
     except AccountError as exc:
@@ -191,9 +223,9 @@ def token() -> None:
               show_default=True)
 @click.option("--name", default=None, help="A name for the audit trail (default: ROLE-N).")
 def token_create(tenant_name: str, role: str, name: str | None) -> None:
-    settings = _settings()
-    migrate.upgrade(settings.database_url)
-    accounts, _ = _accounts(settings)
+    accounts, _ = _accounts(_database())
+    if accounts.tenant_id(tenant_name) is None:
+        raise _no_tenant(tenant_name)
     try:
         value = accounts.create_token(tenant_name, role, name, system_clock())
     except AccountError as exc:
@@ -207,7 +239,7 @@ def token_create(tenant_name: str, role: str, name: str | None) -> None:
 @click.option("--tenant", "tenant_name", required=True)
 @click.option("--name", required=True)
 def token_revoke(tenant_name: str, name: str) -> None:
-    accounts, _ = _accounts(_settings())
+    accounts, _ = _accounts(_database())
     try:
         accounts.revoke_token(tenant_name, name, system_clock())
     except AccountError as exc:

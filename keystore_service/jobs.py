@@ -6,6 +6,7 @@ database lets one worker at a time do the timed runs.
 """
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import os
 import socket
@@ -20,6 +21,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from . import domain
 from .domain import Record, State
+from .report import Reports, day_of
 from .service import KeyStoreService
 from .sql import Sql
 from .tables import job_locks, records, reviews
@@ -31,12 +33,14 @@ BATCH = 500  # rows per transaction: short locks, and progress that survives a k
 
 class Jobs:
     def __init__(self, service: KeyStoreService, keep_finished_seconds: int = 0,
-                 keep_unresolved_seconds: int = 30 * 86_400):
+                 keep_unresolved_seconds: int = 30 * 86_400, keep_report_days: int = 400):
         self.service = service
         self.records = service.records
         self.db = service.records.db
+        self.reports = Reports(self.db)
         self.keep_finished = keep_finished_seconds * domain.SECOND
         self.keep_unresolved = keep_unresolved_seconds * domain.SECOND
+        self.keep_report_days = keep_report_days
         d = self.db.engine.dialect
         stale = (select(records).where(
             R.state == State.IN_PROGRESS.value, R.on_stale == domain.OnStale.RECONCILE.value,
@@ -75,8 +79,14 @@ class Jobs:
         for _ in range(max_batches):
             with self.records.transaction() as cur:
                 rows = [Record(*row) for row in self._stale.all(cur, {"now": now, "n": batch})]
+                expired: Counter = Counter()
                 for seen in rows:
-                    done[self._reconcile_one(cur, seen, now)] += 1
+                    outcome = self._reconcile_one(cur, seen, now)
+                    done[outcome] += 1
+                    if outcome != "changed_meanwhile":
+                        expired[seen.scope] += 1
+                for scope in sorted(expired):  # counted with the batch, one row per scope
+                    self.service.events.lease_expired(scope, cur, expired[scope])
             if len(rows) < batch:
                 break
         return done
@@ -88,14 +98,15 @@ class Jobs:
             return "changed_meanwhile"
         if new.state == State.NEEDS_RECONCILIATION.value:
             self.service.reviews.open_or_count(cur, new, "stale_lease", now, count=0)
-        self.service.events.lease_expired(seen.scope)
         return new.state
 
     def sweep(self, batch: int = BATCH, max_batches: int = 100_000,
               progress: Optional[Callable[[int], None]] = None, pause_ratio: float = 1.0,
               sleep: Callable[[float], None] = time.sleep) -> int:
         """Purge expired records, `keep_finished` after expiry (records with an open review:
-        `keep_unresolved`), one short transaction per batch. Returns how many went.
+        `keep_unresolved`), one short transaction per batch, keeping what the daily report
+        counted of them; then the report's counts older than `keep_report_days`. Returns how
+        many records went.
 
         After each batch it pauses `pause_ratio` times as long as the batch took: back to
         back, the deletes starve the claims (SQLite's one write lock is taken again before a
@@ -115,12 +126,17 @@ class Jobs:
                 break
             if pause_ratio > 0:
                 sleep((time.monotonic() - started) * pause_ratio)
+        oldest = dt.date.fromisoformat(day_of(now)) - dt.timedelta(days=self.keep_report_days)
+        with self.records.transaction() as cur:
+            self.reports.forget_before(cur, oldest)
         return total
 
     def _purge(self, cur, ids: list[int], now: int) -> int:
-        """Delete these records; their open reviews close as `purged` (kept for the audit)."""
+        """Delete these records; their open reviews close as `purged` (kept for the audit),
+        and what the daily report counted of them is kept in the same transaction."""
         if not ids:
             return 0
+        self.reports.keep(cur, ids)
         d = self.db.engine.dialect
         Sql(update(reviews).where(reviews.c.state == "open", reviews.c.record_id.in_(ids))
             .values(state="resolved", resolution="purged", resolved_at=now, updated_at=now),

@@ -2,23 +2,28 @@
 mode: `keystore serve` points PROMETHEUS_MULTIPROC_DIR at a fresh directory before the
 workers fork, and removes a dead worker's live gauges).
 
-Counters and histograms are kept per process; the open-review gauges are read from the
-database at scrape time, so they are right however many instances there are.
+Counters and histograms are kept per process. What the database knows better is read from it
+at scrape time, so it is right however many instances and processes there are: the open-review
+gauges, and keystore_lease_expiries_total, which is counted in the database in the transaction
+that handles the lease (a claim, the service's reconciler, or `keystore reconcile` from cron,
+a process that is never scraped).
 """
 from __future__ import annotations
 
 import os
 import threading
 from collections.abc import Iterable
+from typing import Any, Optional
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, multiprocess
-from prometheus_client.core import GaugeMetricFamily
-from sqlalchemy import case, func, select
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+from sqlalchemy import bindparam, case, func, select
+from sqlalchemy.dialects import postgresql, sqlite
 
 from .db import Database
 from .service import Events
 from .sql import Sql
-from .tables import reviews
+from .tables import lease_expiries, reviews
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 OTHER_SCOPE = "_other"  # the label of scopes beyond the cap (bounds the series count)
@@ -30,8 +35,6 @@ DUPLICATES = Counter("keystore_duplicates_suppressed_total",
                      "Repeats answered replay, in_progress or needs_reconciliation", ["scope"])
 MISMATCHES = Counter("keystore_fingerprint_mismatches_total",
                      "Repeats refused for a different payload", ["scope"])
-LEASE_EXPIRIES = Counter("keystore_lease_expiries_total",
-                         "Leases found run out (by a claim or the reconciler)", ["scope"])
 DB_ERRORS = Counter("keystore_database_errors_total",
                     "Requests answered 503 because the database did not answer", ["kind"])
 DURATION = Histogram("keystore_request_duration_seconds", "Request duration by endpoint",
@@ -40,10 +43,18 @@ _REPEATS = frozenset({"replay", "in_progress", "needs_reconciliation"})
 
 
 class Metrics(Events):
-    def __init__(self, max_scopes: int = 100):
+    def __init__(self, max_scopes: int = 100, db: Optional[Database] = None):
         self.max_scopes = max_scopes
         self._scopes: set[str] = set()
         self._lock = threading.Lock()
+        self.db = db
+        if db is not None:
+            ins = (sqlite if db.sqlite else postgresql).insert(lease_expiries).values(
+                scope=bindparam("scope"), count=bindparam("n"))
+            self._count_expiries = Sql(ins.on_conflict_do_update(
+                index_elements=[lease_expiries.c.scope],
+                set_={"count": lease_expiries.c.count + ins.excluded["count"]}),
+                db.engine.dialect)
 
     def _scope(self, scope: str) -> str:
         if scope in self._scopes:
@@ -62,8 +73,15 @@ class Metrics(Events):
         elif outcome == "fingerprint_mismatch":
             MISMATCHES.labels(scope).inc(count)
 
-    def lease_expired(self, scope: str) -> None:
-        LEASE_EXPIRIES.labels(self._scope(scope)).inc()
+    def lease_expired(self, scope: str, cur: Any = None, count: int = 1) -> None:
+        """Count `count` leases found run out, on `cur` (in the caller's transaction)."""
+        if self.db is None:
+            return
+        if cur is None:
+            with self.db.transaction() as own:
+                self._count_expiries.run(own, {"scope": scope, "n": count})
+        else:
+            self._count_expiries.run(cur, {"scope": scope, "n": count})
 
     def database_error(self, kind: str = "unavailable") -> None:
         DB_ERRORS.labels(kind).inc()
@@ -100,14 +118,39 @@ class OpenReviews:
         yield by_age
 
 
-def exposition(db: Database, clock) -> bytes:
+class LeaseExpiries:
+    """keystore_lease_expiries_total{scope}, from the database at scrape time (the same on
+    every instance). The first `max_scopes` scopes ever counted keep their own label; later
+    ones add up under `_other`, so no series ever goes down."""
+
+    def __init__(self, db: Database, max_scopes: int):
+        self.db, self.max_scopes = db, max_scopes
+
+    def collect(self) -> Iterable:
+        stmt = select(lease_expiries.c.scope, lease_expiries.c.count).order_by(
+            lease_expiries.c.id)
+        with self.db.connection() as cur:
+            rows = Sql(stmt, self.db.engine.dialect, bound=True).all(cur)
+        family = CounterMetricFamily(
+            "keystore_lease_expiries", "Leases found run out (by a claim, the service's "
+            "reconciler or `keystore reconcile`), counted in the database", labels=["scope"])
+        other = sum(n for _, n in rows[self.max_scopes:])
+        for scope, n in rows[:self.max_scopes]:
+            family.add_metric([scope], n)
+        if len(rows) > self.max_scopes:
+            family.add_metric([OTHER_SCOPE], other)
+        yield family
+
+
+def exposition(db: Database, clock, max_scopes: int = 100) -> bytes:
     registry = CollectorRegistry()
     if os.environ.get(MULTIPROC_ENV):
         multiprocess.MultiProcessCollector(registry)
     else:
-        for metric in (CLAIMS, DUPLICATES, MISMATCHES, LEASE_EXPIRIES, DB_ERRORS, DURATION):
+        for metric in (CLAIMS, DUPLICATES, MISMATCHES, DB_ERRORS, DURATION):
             registry.register(metric)
     registry.register(OpenReviews(db, clock))
+    registry.register(LeaseExpiries(db, max_scopes))
     return generate_latest(registry)
 
 

@@ -1,8 +1,17 @@
-"""Run the app under gunicorn from `keystore serve` (gthread workers, app built per worker)."""
+"""Serving under gunicorn: what `keystore serve` and the config module for running gunicorn
+yourself (`gunicorn_conf.py`) both set up. gthread workers, the app (with its background jobs)
+built per worker after the fork, the database migrated and the first operator token printed
+once before the workers start, and one metrics directory shared by the workers and removed
+when the server exits."""
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from gunicorn.app.base import BaseApplication
@@ -10,12 +19,85 @@ from gunicorn.http import errors as http_errors
 from gunicorn.util import write_nonblock
 from gunicorn.workers.gthread import ThreadWorker
 
-from . import errors, logs
-from .settings import Settings
+from . import errors, logs, migrate
+from .accounts import Accounts
+from .db import Database, create
+from .service import system_clock
+from .settings import Settings, load
+
+# metrics.MULTIPROC_ENV, not imported from there: importing prometheus_client before this is
+# set would fix its value class to single-process in the master, and in every worker.
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+THREADS = 4  # per worker: a claim mostly waits on the database, a thread per wait is cheap
+# gunicorn settings of both ways of serving. timeout 60: a worker silent that long is hung
+# (the longest request, a lookup with `wait`, takes 30 s); graceful_timeout 20: what requests
+# in flight at a stop get to finish (claims take milliseconds), inside the 30 s that
+# orchestrators commonly allow; keepalive 5: a client's next call of a burst reuses its
+# connection.
+WORKER_CLASS = "keystore_service.server.EnvelopeWorker"  # gthread, refusals as JSON (below)
+OPTIONS: dict[str, Any] = {
+    "worker_class": WORKER_CLASS, "threads": THREADS, "preload_app": False, "timeout": 60,
+    "graceful_timeout": 20, "keepalive": 5, "accesslog": None, "errorlog": "-",
+    "proc_name": "keystore",
+}
 
 
 def default_workers() -> int:
     return max(2, 2 * (os.cpu_count() or 1))
+
+
+def say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def prepare_database(settings: Settings) -> str:
+    """Say which database this is, create or migrate its schema (said in one line when
+    something is migrated), and on a store with no tenant create tenant `default` with one
+    operator token, printed once (alone on stdout). Returns the schema revision.
+    Raises migrate.DatabaseProblem."""
+    say(f"keystore: database {migrate.describe(settings.database_url)}")
+    done = migrate.upgrade_and_tell(settings.database_url)
+    if done.migrated:
+        say(done.summary())
+    database = Database(create(settings.database_url, pool_size=1,
+                               sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms))
+    try:
+        token = Accounts(database).bootstrap(system_clock())
+    finally:
+        database.engine.dispose()
+    if token:
+        say("\nFirst start: created tenant 'default' and this operator token. It is shown "
+            "once; only its hash is stored:\n")
+        print(f"    {token}\n", flush=True)
+    return done.after
+
+
+def metrics_directory() -> str:
+    """prometheus-client's multiprocess mode needs one directory shared by the workers, set
+    before they fork (and before prometheus_client is imported), and emptied at each start.
+    A directory made here is removed when this process exits (not when a worker does)."""
+    path = os.environ.get(MULTIPROC_ENV)
+    if not path:
+        path = tempfile.mkdtemp(prefix="keystore-metrics-")
+        os.environ[MULTIPROC_ENV] = path
+        atexit.register(_remove_in, os.getpid(), path)
+    for stale in Path(path).glob("*.db"):
+        stale.unlink()
+    return path
+
+
+def _remove_in(owner: int, path: str) -> None:
+    if os.getpid() == owner:  # forked workers inherit the handler; only the master removes
+        shutil.rmtree(path, ignore_errors=True)
+
+
+_worker_threads = THREADS  # set by post_fork in each worker, from gunicorn's own setting
+
+
+def served_app():
+    """The WSGI app of one worker, with the reconciler and sweeper timer."""
+    from .app import create_app
+    return create_app(load(), background_jobs=True, threads=_worker_threads)
 
 
 class Server(BaseApplication):
@@ -26,11 +108,9 @@ class Server(BaseApplication):
                  **extra: Any):
         self.settings = settings
         self.options = {
-            "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
-            "workers": workers, "worker_class": WORKER_CLASS, "threads": threads,
-            "preload_app": False, "timeout": 60, "graceful_timeout": 20, "keepalive": 5,
-            "accesslog": None, "errorlog": "-", "loglevel": settings.log_level.lower(),
-            "proc_name": "keystore", **extra,
+            **OPTIONS, "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
+            "workers": workers, "threads": threads,
+            "loglevel": settings.log_level.lower(), **extra,
         }
         super().__init__()
 
@@ -42,8 +122,8 @@ class Server(BaseApplication):
         # side would clash on it, and nothing here uses it.
         if "control_socket_disable" in self.cfg.settings:
             self.cfg.set("control_socket_disable", True)
-        self.cfg.set("post_fork", _dispose_inherited_pools)
-        self.cfg.set("child_exit", _worker_exited)
+        self.cfg.set("post_fork", post_fork)
+        self.cfg.set("child_exit", child_exit)
 
     def load(self):
         from .app import create_app
@@ -51,19 +131,29 @@ class Server(BaseApplication):
                           threads=self.options["threads"])
 
 
-def _dispose_inherited_pools(_server: Any, worker: Any) -> None:
+def post_fork(_server: Any, worker: Any) -> None:
+    """Dispose of any pool a worker inherited (there is none unless the app was preloaded),
+    and note the worker's thread count (the share of them that may wait is taken from it)."""
+    global _worker_threads
+    _worker_threads = worker.cfg.threads
     app = getattr(worker, "wsgi", None)
     keystore = getattr(app, "extensions", {}).get("keystore") if app else None
     if keystore is not None:
         keystore.database.engine.dispose(close=False)
 
 
-def _worker_exited(_server: Any, worker: Any) -> None:
+def child_exit(_server: Any, worker: Any) -> None:
+    """A dead worker's live gauges leave the summed metrics."""
     from .metrics import worker_exit
     worker_exit(worker.pid)
 
 
-WORKER_CLASS = "keystore_service.server.EnvelopeWorker"
+def on_starting(_server: Any) -> None:
+    """gunicorn's hook in the master, before any worker: the database and first start."""
+    try:
+        prepare_database(load())
+    except migrate.DatabaseProblem as exc:
+        raise SystemExit(f"keystore: {exc}") from None
 
 
 class EnvelopeWorker(ThreadWorker):

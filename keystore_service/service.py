@@ -65,7 +65,7 @@ _VERDICT_ERRORS = {
 class Events:
     """What the service reports as it goes (metrics subscribe); the default ignores it."""
 
-    def lease_expired(self, scope: str) -> None:
+    def lease_expired(self, scope: str, cur=None, count: int = 1) -> None:
         pass
 
 
@@ -161,7 +161,7 @@ class KeyStoreService:
             review = self.reviews.open_or_count(cur, new, "stale_lease", now)
             new = replace(new, review_id=new.review_id or review.id)
         if seen.state == State.IN_PROGRESS.value and domain.lease_ran_out(seen, now):
-            self.events.lease_expired(seen.scope)
+            self.events.lease_expired(seen.scope, cur)
         return new
 
     # --- the holder's calls ------------------------------------------------------------

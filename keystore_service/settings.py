@@ -39,6 +39,9 @@ class Settings(BaseSettings):
     # count as absent anyway); records with an open review wait for a person, up to 30 days.
     keep_finished_seconds: int = Field(0, ge=0, le=MAX_TTL_SECONDS)
     keep_unresolved_seconds: int = Field(30 * 24 * HOUR, ge=0, le=MAX_TTL_SECONDS)
+    # The daily report's counts of purged records: 400 days covers a year-over-year look at
+    # the same month; the sweeper purges older days. (Ten years at most: a bounded table.)
+    keep_report_days: int = Field(400, ge=1, le=3660)
     # Per-token rate limit: requests per window, counted across all workers and instances in
     # the database (one extra statement per request while on). 0 = off (the default).
     rate_limit_requests: int = Field(0, ge=0, le=10_000_000)

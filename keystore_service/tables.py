@@ -210,3 +210,30 @@ ui_sessions = Table(
     Column("signed_in_at", BigInteger, nullable=False),
     Index(None, "signed_in_at"),
 )
+
+# What the daily report counted of records the sweeper purged, per tenant, scope and UTC day
+# ("YYYY-MM-DD"): the sweeper adds a record's figures here in the transaction that deletes it,
+# so a day's report stays as it was (kept KEYSTORE_KEEP_REPORT_DAYS, then purged too).
+REPORT_COUNTS = ("claimed", "succeeded", "failed", "released", "taken_over", "resolved",
+                 "duplicates_suppressed")
+report_counts = Table(
+    "report_counts", metadata,
+    Column("tenant_id", Integer, ForeignKey("tenants.id"), primary_key=True),
+    Column("scope", exact_text(128), primary_key=True),
+    Column("day", String(10), primary_key=True),
+    *[Column(name, BigInteger, nullable=False) for name in REPORT_COUNTS],
+    CheckConstraint(" AND ".join(f"{name} >= 0" for name in REPORT_COUNTS), name="counts"),
+    Index(None, "day"),
+)
+
+# keystore_lease_expiries_total, kept in the database: a lease found run out by a claim, by
+# the service's reconciler or by `keystore reconcile` from cron counts here, in the
+# transaction that handles it; /metrics reads it at scrape time. `id` orders the scopes for
+# the label cap (the first ones keep their own label for good).
+lease_expiries = Table(
+    "lease_expiries", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("scope", exact_text(128), nullable=False, unique=True),
+    Column("count", BigInteger, nullable=False),
+    CheckConstraint("count >= 0", name="count"),
+)

@@ -69,7 +69,8 @@ def pg_url(pg_database):
 def truncate_pg(url: str) -> None:
     with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as conn:
         conn.execute("TRUNCATE attempts, reviews, resolutions, records, tokens, tenants, "
-                     "job_locks, rate_limits RESTART IDENTITY CASCADE")
+                     "job_locks, rate_limits, report_counts, lease_expiries "
+                     "RESTART IDENTITY CASCADE")
 
 
 @pytest.fixture(scope="session")

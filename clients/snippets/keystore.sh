@@ -7,8 +7,9 @@
 # The first call claims SCOPE/KEY, runs COMMAND and, on exit 0, completes with the exit code;
 # a repeat prints a note on stderr and returns the stored exit code without running COMMAND.
 # A non-zero exit releases the key (the next call runs COMMAND again) and is returned as is.
-# The lease is renewed in the background while COMMAND runs; if the shell dies, the key goes
-# to reconciliation when the lease runs out, never to a blind second run.
+# The lease is renewed in the background while COMMAND runs; if the shell dies (even by
+# kill -9), the renewals stop and the key goes to reconciliation when the lease runs out,
+# never to a blind second run.
 # Returns 75 when another run still holds the key after KEYSTORE_WAIT seconds (default 30),
 # 76 when an earlier run ended with an unknown outcome (a person must resolve it), 77 when
 # the key was used with a different payload, 78 when the token is refused, 69 when the key
@@ -70,8 +71,12 @@ keystore_once() {
   local lease_token
   lease_token=$(printf '%s' "$response" | sed -n 's/.*"lease_token":"\([^"]*\)".*/\1/p')
   ref="$ref,\"lease_token\":\"$lease_token\""
-  ( # heartbeat: extend the lease every lease/3 seconds while the command runs
+  local shell_pid=${BASHPID:-$$}  # the shell running this function
+  ( # heartbeat: extend the lease every lease/3 seconds while the command runs, and only while
+    # this function's shell lives: if it is killed (kill -9 leaves no chance to stop us), the
+    # renewals stop, so the lease runs out and the key goes to reconciliation
     while sleep $(( lease / 3 > 0 ? lease / 3 : 1 )); do
+      kill -0 "$shell_pid" 2>/dev/null || exit 0
       curl -sS -m 20 -o /dev/null -H "$auth" -H 'Content-Type: application/json' \
         -X POST "$url/v1/extend" --data-binary "{$ref,\"lease_seconds\":$lease}" || true
     done

@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import ast
 import re
+import time
 
 import pytest
+
+from tests.support import free_port
 
 from .conftest import REPO
 
@@ -41,7 +44,7 @@ def test_python_blocks_parse(page):
         ast.parse(block)
 
 
-def test_the_recipes_run(service, sink, scope, monkeypatch):
+def test_the_recipes_run(service, sink, scope, monkeypatch, caplog):
     monkeypatch.setenv("KEYSTORE_URL", service.url)
     monkeypatch.setenv("KEYSTORE_TOKEN", service.token)
     blocks = code_blocks(DOCS / "recipes.md", "python")
@@ -87,3 +90,34 @@ def test_the_recipes_run(service, sink, scope, monkeypatch):
     assert ns["receive_webhook"](hook) == (200, {"status": "done",
                                                  "contact": f"{scope}/contacts-1"})
     assert sink.count(f"{scope}/contacts") == 1
+    recipe_3_failures(ns, service, sink, scope, caplog)
+
+
+def recipe_3_failures(ns, service, sink, scope, caplog):
+    """A job that fails unexpectedly is logged and the worker goes on; permanent refusals are
+    not answered "retry" (503), an outage is."""
+    from keystore_client import KeyStore, RetryPolicy
+    contacts = f"{scope}/contacts"
+    sink.fail_next(contacts, 1, status=400)  # billing refuses: an HTTPError, not BillingBusy
+    broken = {"id": f"broken-{scope}", "contact": {"email": "bob@example.com"}}
+    assert ns["receive_webhook"](broken)[0] == 202
+    later = {"id": f"later-{scope}", "contact": {"email": "cy@example.com"}}
+    assert ns["receive_webhook"](later)[0] == 202
+    sink.wait_for(contacts, 2, timeout=15)  # the worker survived the failing job
+    ns["work"].join()
+    failed = [r for r in caplog.records if f"broken-{scope}" in r.getMessage()]
+    assert failed and failed[0].levelname == "ERROR" and failed[0].exc_info  # logged, traced
+    assert ns["receive_webhook"](broken) == (202, {"status": "in progress"})  # left to its lease
+
+    status, body = ns["receive_webhook"]({**later, "contact": {"email": "other@example.com"}})
+    assert (status, body["status"]) == (422, "refused") and "different payload" in body["reason"]
+
+    stale = {"id": f"stale-{scope}", "contact": {"email": "di@example.com"}}
+    ns["ks"].claim("sync_contact", stale["id"], payload=stale, lease_seconds=1)
+    time.sleep(1.1)  # that attempt died: its lease ran out with an unknown outcome
+    status, body = ns["receive_webhook"](stale)
+    assert (status, body["status"]) == (409, "refused") and "person" in body["reason"]
+
+    ns["ks"] = KeyStore(f"http://127.0.0.1:{free_port()}", service.token,
+                        retry=RetryPolicy.never())  # the key store is down
+    assert ns["receive_webhook"]({"id": f"down-{scope}"}) == (503, {"status": "try again later"})

@@ -6,9 +6,13 @@ succeeds once."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import textwrap
+import time
+from datetime import UTC, datetime
 
 import pytest
 import requests
@@ -180,3 +184,43 @@ def test_bash_function_failure_releases_and_mismatch_is_refused(service, scope, 
     ok = f"keystore_once {scope} k2 '{{\"a\":1}}' -- true"
     assert bash(service, ok).returncode == 0
     assert bash(service, ok.replace('"a":1', '"a":2')).returncode == 77
+
+
+def test_bash_heartbeat_dies_with_its_shell(service, scope, tmp_path, ks):
+    """`kill -9` of the shell running keystore_once: its background heartbeat must not go on
+    extending the lease, so the lease runs out and the key reaches reconciliation."""
+    started = tmp_path / "started"
+    env = {"PATH": "/usr/bin:/bin", "KEYSTORE_URL": service.url,
+           "KEYSTORE_TOKEN": service.token, "KEYSTORE_LEASE_SECONDS": "3"}  # extends every 1 s
+    script = (f"set -euo pipefail\nsource '{SNIPPETS}/keystore.sh'\n"
+              f"keystore_once {scope} job -- sh -c 'touch {started}; sleep 60'\n")
+    shell = subprocess.Popen(["bash", "-c", script], env=env, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        wait_until(started.exists, 20)
+        first = ks.lookup(scope, "job").lease_expires_at
+        wait_until(lambda: ks.lookup(scope, "job").lease_expires_at > first, 10)  # it beats
+
+        os.kill(shell.pid, signal.SIGKILL)  # the shell only: the command and heartbeat live on
+        shell.wait(10)
+        time.sleep(1.5)  # an extend already on the wire when the shell died may still land
+        after_kill = ks.lookup(scope, "job").lease_expires_at
+        time.sleep(5)  # five heartbeat periods
+        assert ks.lookup(scope, "job").lease_expires_at == after_kill  # not extended since
+
+        wait_until(lambda: datetime.now(UTC) > after_kill, 10)
+        rerun = bash(service, f"keystore_once {scope} job -- true")
+        assert rerun.returncode == 76 and "needs reconciliation" in rerun.stderr
+        assert ks.lookup(scope, "job").state == "needs_reconciliation"
+    finally:
+        try:
+            os.killpg(shell.pid, signal.SIGKILL)  # the orphaned command (and heartbeat)
+        except ProcessLookupError:
+            pass
+
+
+def wait_until(condition, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)

@@ -57,7 +57,7 @@ def test_a_keep_alive_client_sees_every_413_then_carries_on(server, token):
     assert ks.claim("bodies", "small-after", payload={"a": 1}).outcome == "acquired"
     with pytest.raises(NotFound):
         ks.lookup("bodies", "huge-0")
-    for n in range(4):  # chunked oversize bodies on the same session too
+    for _ in range(4):  # chunked oversize bodies on the same session too
         assert post_chunked(server, token, b"{" + b" " * (2 * MIB), session).status_code == 413
     assert session.get(server.url + "/healthz", timeout=10).status_code == 200
 

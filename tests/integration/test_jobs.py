@@ -2,14 +2,20 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
+import threading
 from collections import Counter
 
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import func, select
 
-from keystore_service.service import Claim
+from keystore_service import errors
+from keystore_service.app import create_app
+from keystore_service.service import Claim, system_clock
+from keystore_service.settings import Settings
 from keystore_service.tables import attempts, records, reviews
-from tests.support import SECOND, T0
+from tests.support import SECOND, T0, FakeClock, Http, keystore_cli
 
 
 def claim(ks, tenant_id, key, on_stale="reconcile", ttl=3600, lease=60, fp="fp", scope="s"):
@@ -63,10 +69,9 @@ def test_the_sweeper_purges_expired_records_in_batches(ks, tenant_id, clock):
     kept = claim(ks, tenant_id, "disputed", ttl=10)
     ks.service.complete(tenant_id, "s", "disputed", kept.lease_token, "succeeded", "{}")
     claim(ks, tenant_id, "young", ttl=3600)
-    try:
+    with pytest.raises(errors.FingerprintMismatch) as refused:
         claim(ks, tenant_id, "disputed", fp="other")
-    except Exception:
-        pass  # the mismatch opened a review: the record waits for a person
+    assert refused.value.record.key == "disputed"  # the review it opened: the record waits
     clock.advance(10)
     progress = []
     assert ks.jobs.sweep(batch=10, progress=progress.append) == 25
@@ -109,10 +114,9 @@ def test_the_daily_report(ks, tenant_id, clock):
     for _ in range(3):
         claim(ks, tenant_id, "a", scope="invoice")  # replays
     for fp in ("x", "y"):
-        try:
+        with pytest.raises(errors.FingerprintMismatch) as refused:
             claim(ks, tenant_id, "a", scope="invoice", fp=fp)
-        except Exception:
-            pass
+        assert (refused.value.record.key, refused.value.record.state) == ("a", "succeeded")
     d = claim(ks, tenant_id, "d", scope="mail")
     ks.service.complete(tenant_id, "mail", "d", d.lease_token, "failed", "{}")
     body = ks.reports.daily(tenant_id, today, clock.now)
@@ -181,3 +185,102 @@ def test_the_sweeper_pauses_between_batches(ks, tenant_id, clock):
     assert len(pauses) == 2 and all(p > 0 for p in pauses)  # after each full batch
     assert ks.jobs.sweep(batch=10, pause_ratio=0, sleep=pauses.append) == 0
     assert len(pauses) == 2
+
+
+COUNTED = ("claimed", "succeeded", "failed", "released", "taken_over", "resolved",
+           "duplicates_suppressed", "mismatches")
+
+
+def counted(body: dict) -> dict:
+    """The report's counted figures per scope (not the ones "as it stands now")."""
+    return {s["scope"]: {k: s[k] for k in COUNTED} for s in body["scopes"]}
+
+
+def test_the_daily_report_stays_as_it_was_after_the_sweep(ks, tenant_id, clock):
+    today = dt.datetime.fromtimestamp(T0 / SECOND, dt.UTC).date()
+    a = claim(ks, tenant_id, "a", scope="invoice")
+    ks.service.complete(tenant_id, "invoice", "a", a.lease_token, "succeeded", "{}", "INV-1")
+    for _ in range(3):
+        claim(ks, tenant_id, "a", scope="invoice")  # replays
+    c = claim(ks, tenant_id, "c", scope="invoice")
+    ks.service.release(tenant_id, "invoice", "c", c.lease_token, "503 upstream")
+    c2 = claim(ks, tenant_id, "c", scope="invoice")
+    ks.service.complete(tenant_id, "invoice", "c", c2.lease_token, "failed", "{}")
+    claim(ks, tenant_id, "r", scope="invoice", on_stale="retry", lease=10)
+    clock.advance(10)
+    claim(ks, tenant_id, "r", scope="invoice", on_stale="retry")  # takes over, still running
+    claim(ks, tenant_id, "stale", scope="mail", lease=10)  # dies: goes to reconciliation
+    with pytest.raises(errors.FingerprintMismatch):
+        claim(ks, tenant_id, "a", scope="invoice", fp="other")  # a review: kept 30 days
+    clock.advance(20)
+    ks.jobs.reconcile()
+    before = counted(ks.reports.daily(tenant_id, today, clock.now))
+    assert before["invoice"] == {"claimed": 5, "succeeded": 1, "failed": 1, "released": 1,
+                                 "taken_over": 1, "resolved": 0, "duplicates_suppressed": 3,
+                                 "mismatches": 1}
+    assert before["mail"]["claimed"] == 1
+
+    clock.advance(3600)  # the same day still; everything expired
+    assert ks.jobs.sweep() == 2  # "a" and "stale" wait for a person (open reviews)
+    assert counted(ks.reports.daily(tenant_id, today, clock.now)) == before
+    clock.advance(31 * 86_400)  # ... for 30 days at most
+    assert ks.jobs.sweep() == 2
+    assert _all(ks) == []
+    assert counted(ks.reports.daily(tenant_id, today, clock.now)) == before
+    assert dict(ks.reports.duplicates_per_day(tenant_id, 1, today)) == {today.isoformat(): 3}
+
+
+def test_a_report_made_while_the_sweeper_purges_is_exact(ks, tenant_id, clock):
+    today = dt.datetime.fromtimestamp(T0 / SECOND, dt.UTC).date()
+    n = 240
+    for i in range(n):
+        c = claim(ks, tenant_id, f"k{i}", ttl=10)
+        ks.service.complete(tenant_id, "s", f"k{i}", c.lease_token, "succeeded", "{}")
+        claim(ks, tenant_id, f"k{i}", ttl=10)  # one replay each
+    clock.advance(10)
+    want = {"claimed": n, "succeeded": n, "failed": 0, "released": 0, "taken_over": 0,
+            "resolved": 0, "duplicates_suppressed": n, "mismatches": 0}
+    seen, done = [], threading.Event()
+
+    def report_all_along():
+        while not done.is_set():
+            seen.append(counted(ks.reports.daily(tenant_id, today, clock.now))["s"])
+    reporter = threading.Thread(target=report_all_along)
+    reporter.start()
+    try:
+        assert ks.jobs.sweep(batch=7, pause_ratio=0) == n
+    finally:
+        done.set()
+        reporter.join(60)
+    seen.append(counted(ks.reports.daily(tenant_id, today, clock.now))["s"])
+    assert len(seen) > 3 and all(s == want for s in seen), [s for s in seen if s != want][:3]
+
+
+def test_lease_expiries_found_by_a_reconcile_from_cron_are_counted(database_url, tmp_path):
+    """`keystore reconcile` in its own process (as cron runs it) counts on the same
+    keystore_lease_expiries_total as a claim that finds a stale lease in the service."""
+    past = FakeClock(system_clock() - 3600 * SECOND)  # leases that ran out an hour ago
+    app = create_app(Settings(database_url=database_url), past)
+    try:
+        token = app.extensions["keystore"].accounts
+        token.create_tenant("acme", past.now)
+        http = Http(app.test_client(), token.create_token("acme", "client", None, past.now))
+        for key in ("a", "b", "c"):
+            assert http.post("/v1/claim", {"scope": "cron", "key": key,
+                                           "lease_seconds": 10})[0] == 201
+        before = scrape(http)
+        past.advance(60)
+        assert http.post("/v1/claim", {"scope": "cron", "key": "a"})[0] == 409  # found stale
+        out = keystore_cli(database_url, "reconcile")
+        assert json.loads(out.stdout) == {"needs_reconciliation": 2}
+        after = scrape(http)
+        key = ("keystore_lease_expiries_total", (("scope", "cron"),))
+        assert after.get(key, 0) - before.get(key, 0) == 3
+    finally:
+        app.extensions["keystore"].database.engine.dispose()
+
+
+def scrape(http) -> dict:
+    text = http.client.get("/metrics").get_data(as_text=True)
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}

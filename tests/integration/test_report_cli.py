@@ -27,6 +27,6 @@ def test_report_dates_follow_the_apis_rule(ks, database_url):
     for day in ("1970-01-01", "2027-01-15", "9999-12-30"):
         result = report(database_url, "--date", day, "--json")
         assert result.exit_code == 0, (day, result.output)
-        assert json.loads(result.output)["date"] == day
+        assert json.loads(result.stdout)["date"] == day  # stderr names the database
     result = report(database_url, "--date", "9999-12-31")
     assert "from 1970-01-01 to 9999-12-30" in result.output

@@ -178,8 +178,26 @@ def test_expire_verdicts():
     assert domain.decide_expire(done, done.expires_at) is Verdict.ALREADY_DONE
 
 
-def test_the_claim_table_covers_every_state():
-    for state in ("in_progress", "succeeded", "failed", "released", "needs_reconciliation"):
-        for lease in (T0, T0 + 600 * SECOND):
-            for on_stale in ("retry", "reconcile"):
-                claim(rec(state=state, lease_expires_at=lease, on_stale=on_stale))
+# (state, lease live at the claim, on_stale) -> the row of the claim table that decides
+EXPECTED_ROWS = {
+    ("in_progress", True, "retry"): ("in progress, lease live", Outcome.IN_PROGRESS),
+    ("in_progress", True, "reconcile"): ("in progress, lease live", Outcome.IN_PROGRESS),
+    ("in_progress", False, "retry"): ("in progress, lease ran out, on_stale retry",
+                                      Outcome.ACQUIRED),
+    ("in_progress", False, "reconcile"): ("in progress, lease ran out, on_stale reconcile",
+                                          Outcome.NEEDS_RECONCILIATION),
+    **{(state, live, on_stale): (row, outcome)
+       for state, row, outcome in (("succeeded", "finished", Outcome.REPLAY),
+                                   ("failed", "finished", Outcome.REPLAY),
+                                   ("released", "released", Outcome.ACQUIRED),
+                                   ("needs_reconciliation", "needs reconciliation",
+                                    Outcome.NEEDS_RECONCILIATION))
+       for live in (True, False) for on_stale in ("retry", "reconcile")},
+}
+
+
+@pytest.mark.parametrize("state,live,on_stale", sorted(EXPECTED_ROWS))
+def test_the_claim_table_covers_every_state(state, live, on_stale):
+    lease = T0 + 600 * SECOND if live else T0  # the claim is made at T0 + 1 s
+    d = claim(rec(state=state, lease_expires_at=lease, on_stale=on_stale))
+    assert (d.row, d.outcome) == EXPECTED_ROWS[(state, live, on_stale)]
