@@ -216,11 +216,7 @@ test('a wrong token or an unreachable key store fails the node with a clear mess
 	await assert.rejects(guard([{ body: {} }]), /key is empty/);
 });
 
-test('Claim Batch and Guard batch mode with versions (POST /v1/claim/batch)', async (t) => {
-	if (!(await ks.hasBatch())) {
-		t.skip('PENDING: this key store has no POST /v1/claim/batch yet (issue 4)');
-		return;
-	}
+test('Claim Batch and Guard batch mode with versions (POST /v1/claim/batch)', async () => {
 	const scope = unique('poll');
 	const rows = [
 		{ id: 'r1', updated_at: '2026-03-01T10:00:00Z', total: 10 },
