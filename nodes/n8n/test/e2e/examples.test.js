@@ -174,7 +174,7 @@ test('the invoice API is down: Release on the error branch, and the next deliver
 	assert.equal(invoicesFor('down-outage').length, 1);
 });
 
-test("the credential's test in n8n: a good token passes; a bad token, a dead URL and another service fail", async () => {
+test("the credential's test in n8n: a good token passes with its tenant; a bad token, a /v1 URL, a dead URL and another service fail", async () => {
 	await ensureStarted();
 	const headers = { 'Content-Type': 'application/json', 'browser-id': 'keystore-e2e' };
 	const rest = async (route, body, cookie) => {
@@ -200,10 +200,15 @@ test("the credential's test in n8n: a good token passes; a bad token, a dead URL
 		const [tested] = await rest('credentials/test', { credentials }, cookie);
 		return tested.data;
 	};
-	assert.equal((await check({ url: `${ks.url}/`, token: ks.clientToken })).status, 'OK');
+	const good = await check({ url: `${ks.url}/`, token: ks.clientToken });
+	assert.deepEqual([good.status, good.message], ['OK', `Connected: tenant "${ks.tenant}", client token "client-1".`]);
 	const badToken = await check({ url: ks.url, token: 'ks_not_a_token' });
 	assert.deepEqual([badToken.status, /refused this token/.test(badToken.message)], ['Error', true], badToken.message);
-	assert.equal((await check({ url: 'http://127.0.0.1:9', token: ks.clientToken })).status, 'Error');
+	// the base URL mistake the docs warn about, with a token the key store accepts
+	const withV1 = await check({ url: `${ks.url}/v1`, token: ks.clientToken });
+	assert.deepEqual([withV1.status, /Remove \/v1 from the Service URL/.test(withV1.message)], ['Error', true], withV1.message);
+	const dead = await check({ url: 'http://127.0.0.1:9', token: ks.clientToken });
+	assert.deepEqual([dead.status, /did not answer/.test(dead.message)], ['Error', true], dead.message);
 	const elsewhere = await check({ url: sink.url, token: ks.clientToken }); // a 404 without error.code
 	assert.deepEqual([elsewhere.status, /No Idempotency Key Store/.test(elsewhere.message)], ['Error', true], elsewhere.message);
 });

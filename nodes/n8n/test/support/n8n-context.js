@@ -72,10 +72,44 @@ function context({ items, params, credentials, continueOnFail = false, calls = [
 	};
 }
 
+/**
+ * What n8n gives a credential test function (ICredentialTestFunctions): only the legacy
+ * `helpers.request`, here for the options the nodes use (uri, headers, json, timeout,
+ * simple: false = every status resolves, resolveWithFullResponse), over Node's fetch. A
+ * request without an answer rejects with the network error's `code`, as n8n's does.
+ */
+function credentialTestContext() {
+	return {
+		helpers: {
+			async request(options) {
+				let response;
+				try {
+					response = await fetch(options.uri, {
+						method: options.method,
+						headers: options.headers,
+						signal: AbortSignal.timeout(options.timeout ?? 300_000),
+					});
+				} catch (error) {
+					throw Object.assign(new Error(error.message), { code: error.cause?.code ?? error.name });
+				}
+				const text = await response.text();
+				let body = text;
+				try {
+					if (options.json) body = JSON.parse(text);
+				} catch {
+					// not JSON: the text, as n8n's helper gives it
+				}
+				if (options.simple !== false && response.status >= 400) throw new Error(`HTTP ${response.status}`);
+				return options.resolveWithFullResponse ? { statusCode: response.status, body } : body;
+			},
+		},
+	};
+}
+
 /** Runs a node class's execute() with a context; resolves with its outputs. */
 async function run(NodeClass, options) {
 	const node = new NodeClass();
 	return node.execute.call(context(options));
 }
 
-module.exports = { context, run, load, DIST };
+module.exports = { context, credentialTestContext, run, load, DIST };
