@@ -30,7 +30,14 @@ async function serveHttpNodes() {
   };
 }
 
+// node-red-node-test-helper 0.3.6 runs its core "catch" module once per Catch node of a flow,
+// and Node-RED refuses the second registration ("catch already registered"): a flow with two
+// Catch nodes (the webhook example) would not load. It is loaded once, with the nodes below.
+const catchNodes = helper._nodeModules.catch;
+delete helper._nodeModules.catch;
+
 const NODES = [
+  catchNodes,
   require('../nodes/keystore-config'),
   require('../nodes/keystore-guard'),
   require('../nodes/keystore-complete'),
@@ -79,13 +86,14 @@ async function waitUntil(predicate, what, timeoutMs = 45_000) {
 /**
  * Load an example flow from examples/ as a user would import it, with its key-store config
  * node pointed at the test's key store (token in the credentials) and `patch` applied to
- * other nodes by id ({id: {property: value}}).
+ * other nodes by id ({id: {property: value}}). `store` ({url, token}): another key store than
+ * the one `npm test` started (a test that stops its own).
  */
-async function loadExample(file, patch = {}) {
+async function loadExample(file, patch = {}, store = keystore) {
   const flow = require(`../examples/${file}`).map((n) => ({ ...n, ...(patch[n.id] || {}) }));
   const configs = flow.filter((n) => n.type === 'keystore-config');
-  for (const config of configs) Object.assign(config, { url: keystore.url, timeout: '30' });
-  const credentials = Object.fromEntries(configs.map((n) => [n.id, { token: keystore.token }]));
+  for (const config of configs) Object.assign(config, { url: store.url, timeout: '30' });
+  const credentials = Object.fromEntries(configs.map((n) => [n.id, { token: store.token }]));
   await helper.load(NODES, flow, credentials);
   return flow;
 }
