@@ -39,7 +39,7 @@ export class IdempotencyGuard implements INodeType {
 		properties: [
 			{
 				displayName:
-					'New: do the side effect, then an Idempotency Key Store node with Complete. On its error branch: Release.',
+					'New: do the side effect, then an Idempotency Key Store node with Complete. On its error branch: Release. Behind a webhook, set Settings > On Error to "Continue (using error output)" and answer that output 503: it gets the items nothing was claimed for (the key store down).',
 				name: 'notice',
 				type: 'notice',
 				default: '',

@@ -25,6 +25,26 @@ function invoiceWorkflow(sink) {
 	return JSON.parse(text.replaceAll('https://billing.example.com', sink.url));
 }
 
+/**
+ * The invoice workflow as docs/n8n-node.md builds it, without touching the Guard's settings:
+ * its On Error is the default (the execution fails), so nothing in the workflow answers the
+ * sender when the key store is down. Its own id and path, next to the shipped one.
+ */
+function defaultSettingsWorkflow(sink) {
+	const workflow = invoiceWorkflow(sink);
+	workflow.id = 'ksDocsInvoice1';
+	workflow.name = 'Built from docs/n8n-node.md (default On Error)';
+	for (const node of workflow.nodes) {
+		node.id = node.id.replace('0b7f6f0e', '1c8e7f1f');
+		if (node.name === 'Idempotency Guard') delete node.onError;
+		if (node.type === 'n8n-nodes-base.webhook') {
+			node.webhookId = '7b2e4d3f-6c8b-4d4a-9f1f-2e3d4c5b6a71';
+			node.parameters.path = 'invoice-events-default';
+		}
+	}
+	return workflow;
+}
+
 function pollingWorkflow(sink) {
 	const text = JSON.stringify(example('polling-claim-batch.json'))
 		.replaceAll('https://shop.example.com', sink.url)
@@ -41,8 +61,10 @@ test.before(async () => {
 	[ks, sink] = await Promise.all([KeyStore.start(), new Sink().start()]);
 	n8n = await N8n.create();
 	const invoice = invoiceWorkflow(sink);
-	await n8n.import([{ ...CREDENTIAL, data: { url: ks.url, token: ks.clientToken } }], [invoice, pollingWorkflow(sink)]);
+	const fromDocs = defaultSettingsWorkflow(sink);
+	await n8n.import([{ ...CREDENTIAL, data: { url: ks.url, token: ks.clientToken } }], [invoice, fromDocs, pollingWorkflow(sink)]);
 	await n8n.publish(invoice.id);
+	await n8n.publish(fromDocs.id);
 });
 
 test.after(async () => {
@@ -60,8 +82,8 @@ async function ensureStarted() {
 	}
 }
 
-async function deliver(body) {
-	const response = await fetch(`${n8n.url}/webhook/invoice-events`, {
+async function deliver(body, path = 'invoice-events') {
+	const response = await fetch(`${n8n.url}/webhook/${path}`, {
 		method: 'POST',
 		headers: { 'Content-Type': 'application/json' },
 		body: JSON.stringify(body),
@@ -74,7 +96,12 @@ async function deliver(body) {
 	} catch {
 		assert.fail(`webhook answered ${response.status} with non-JSON: ${text.slice(0, 500)}\n${n8n.tail()}`);
 	}
-	return { status: response.status, body: json, replayed: response.headers.get('idempotent-replayed') };
+	return {
+		status: response.status,
+		body: json,
+		replayed: response.headers.get('idempotent-replayed'),
+		retryAfter: response.headers.get('retry-after'),
+	};
 }
 
 const invoicesFor = (eventId) => sink.invoices.filter((invoice) => invoice.event_id === eventId);
@@ -172,6 +199,69 @@ test('the invoice API is down: Release on the error branch, and the next deliver
 	const [, done] = await ks.api('GET', '/v1/keys?scope=create_invoice&key=down-outage');
 	assert.deepEqual([done.record.state, done.record.attempt], ['succeeded', 2]);
 	assert.equal(invoicesFor('down-outage').length, 1);
+});
+
+test('the key store is down: the sender gets 503 and resends; after the restart the resend creates one invoice', async () => {
+	await ensureStarted();
+	const event = { event_id: 'evt-keystore-down', customer_id: 'c-6', amount: 310, currency: 'EUR' };
+	await ks.halt();
+	let down;
+	try {
+		down = await deliver(event);
+	} finally {
+		await ks.resume();
+	}
+	assert.deepEqual([down.status, down.body.status, down.retryAfter], [503, 'try_later', '30'], JSON.stringify(down.body));
+	assert.equal(invoicesFor('evt-keystore-down').length, 0, 'nothing was done without a claim');
+	const [missing] = await ks.api('GET', '/v1/keys?scope=create_invoice&key=evt-keystore-down');
+	assert.equal(missing, 404, 'nothing was claimed either');
+	const resent = await deliver(event);
+	assert.equal(resent.status, 201, JSON.stringify(resent.body));
+	const again = await deliver(event);
+	assert.deepEqual([again.status, again.body.invoice_id], [200, resent.body.invoice_id]);
+	assert.equal(invoicesFor('evt-keystore-down').length, 1);
+	// an event the Guard cannot claim (no id) goes the same way, answered 400: resending cannot help
+	const noId = await deliver({ customer_id: 'c-6', amount: 1 });
+	assert.deepEqual([noId.status, noId.body.status, noId.body.reason], [400, 'rejected', 'invalid_item']);
+});
+
+test("a workflow with the Guard's default On Error: the Guard itself answers 503 while the key store is down", async () => {
+	await ensureStarted();
+	const event = { event_id: 'evt-keystore-down-default', customer_id: 'c-8', amount: 5, currency: 'EUR' };
+	await ks.halt();
+	let down;
+	try {
+		down = await deliver(event, 'invoice-events-default');
+	} finally {
+		await ks.resume();
+	}
+	// without the Guard's own answer, n8n answers 200 with an empty body when the execution
+	// fails before any Respond to Webhook node, and the sender never resends
+	assert.deepEqual([down.status, down.body, down.retryAfter], [503, { status: 'try_later', reason: 'unreachable' }, '30']);
+	const resent = await deliver(event, 'invoice-events-default');
+	assert.equal(resent.status, 201, JSON.stringify(resent.body));
+	assert.equal(invoicesFor('evt-keystore-down-default').length, 1);
+});
+
+test('the key store stops between claim and release: the failed Release still answers 503', async () => {
+	await ensureStarted();
+	const event = { event_id: 'down-release', customer_id: 'c-7', amount: 45, currency: 'EUR' };
+	sink.outage = true;
+	sink.onOutage = () => ks.halt(); // the invoice API fails, and meanwhile the key store stops
+	let failed;
+	try {
+		failed = await deliver(event);
+	} finally {
+		sink.outage = false;
+		sink.onOutage = undefined;
+		await ks.resume();
+	}
+	assert.deepEqual([failed.status, failed.body.status, failed.retryAfter], [503, 'failed', '30'], JSON.stringify(failed.body));
+	// the claim could not be given back: the record stays the first attempt's until its lease
+	// runs out, and then goes to a person (never silently done, never done twice)
+	const [, held] = await ks.api('GET', '/v1/keys?scope=create_invoice&key=down-release');
+	assert.equal(held.record.state, 'in_progress');
+	assert.equal(invoicesFor('down-release').length, 0);
 });
 
 test("the credential's test in n8n: a good token passes with its tenant; a bad token, a /v1 URL, a dead URL and another service fail", async () => {

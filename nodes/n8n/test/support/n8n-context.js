@@ -44,15 +44,22 @@ async function httpRequest(credentials, options) {
  * @param items      input items' JSON objects
  * @param params     parameter name -> value, or (json, index) => value
  * @param credentials {url, token}
+ * @param onError  the node's Settings > On Error (`continueErrorOutput`...); with it, set
+ *                 continueOnFail too, as n8n does
+ * @param responses  collects what the node sends with sendResponse() (a webhook's answer)
  */
-function context({ items, params, credentials, continueOnFail = false, calls = [] }) {
+function context({ items, params, credentials, continueOnFail = false, onError, calls = [], responses = [] }) {
 	const inputs = items.map((json) => ({ json }));
-	const node = { id: 'test', name: 'Node Under Test', type: 'test', typeVersion: 1, position: [0, 0], parameters: {} };
+	const node = { id: 'test', name: 'Node Under Test', type: 'test', typeVersion: 1, position: [0, 0], parameters: {}, onError };
 	return {
 		calls,
 		getInputData: () => inputs,
 		getNode: () => node,
 		continueOnFail: () => continueOnFail,
+		// n8n answers a webhook waiting for a Respond to Webhook node with the first call
+		sendResponse: async (response) => {
+			responses.push(response);
+		},
 		getCredentials: async () => credentials,
 		getNodeParameter(name, index, fallback) {
 			const value = params[name];
