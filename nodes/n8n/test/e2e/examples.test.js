@@ -45,6 +45,67 @@ function defaultSettingsWorkflow(sink) {
 	return workflow;
 }
 
+/**
+ * docs/platforms/n8n-code.md behind a webhook: the shipped Code node snippet with SETTINGS
+ * edited as the page says (key store URL and token written in, the key from the webhook's
+ * body, the example action's target URL), the Code node's On Error set to "Continue (using
+ * error output)" and that output answered 503, as the page's "When the key store is down" says.
+ */
+function codeNodeWorkflow(sink) {
+	const snippet = fs
+		.readFileSync(path.join(PACKAGE_DIR, '../../clients/snippets/n8n-code-node.js'), 'utf8')
+		.replace("env('KEYSTORE_URL', 'http://127.0.0.1:8080')", JSON.stringify(ks.url))
+		.replace("env('KEYSTORE_TOKEN', '')", JSON.stringify(ks.clientToken))
+		.replace('keyOf: (item) => item.json.event_id,', 'keyOf: (item) => item.json.body.event_id,')
+		.replace('payloadOf: (item) => item.json,', 'payloadOf: (item) => item.json.body,')
+		.replace("env('TARGET_URL', 'https://billing.example.com/invoices')", JSON.stringify(`${sink.url}/invoices`));
+	const respond = (id, name, position, body, code, headers = []) => ({
+		id: `5d3c2b1a-0f9e-4d8c-b7a6-00000000000${id}`,
+		name,
+		type: 'n8n-nodes-base.respondToWebhook',
+		typeVersion: 1.5,
+		position,
+		parameters: { respondWith: 'json', responseBody: body, options: { responseCode: code, responseHeaders: { entries: headers } } },
+	});
+	return {
+		id: 'ksDocsCodeNode1',
+		name: 'docs/platforms/n8n-code.md behind a webhook',
+		nodes: [
+			{
+				id: '5d3c2b1a-0f9e-4d8c-b7a6-000000000001',
+				name: 'Webhook',
+				type: 'n8n-nodes-base.webhook',
+				typeVersion: 2.1,
+				position: [0, 0],
+				webhookId: '8c3f5e4a-7d9c-4e5b-a0f2-3f4e5d6c7b82',
+				parameters: { httpMethod: 'POST', path: 'code-invoice-events', responseMode: 'responseNode', options: {} },
+			},
+			{
+				id: '5d3c2b1a-0f9e-4d8c-b7a6-000000000002',
+				name: 'Exactly Once',
+				type: 'n8n-nodes-base.code',
+				typeVersion: 2,
+				position: [240, 0],
+				onError: 'continueErrorOutput',
+				parameters: { mode: 'runOnceForAllItems', language: 'javaScript', jsCode: snippet },
+			},
+			respond(3, 'Respond: Done', [480, -100], '={{ JSON.stringify({ outcome: $json.keystore.outcome }) }}', 200),
+			respond(4, 'Respond: Try Later', [480, 100], '={{ JSON.stringify({ status: "try_later" }) }}', 503, [
+				{ name: 'Retry-After', value: '30' },
+			]),
+		],
+		connections: {
+			Webhook: { main: [[{ node: 'Exactly Once', type: 'main', index: 0 }]] },
+			'Exactly Once': {
+				main: [[{ node: 'Respond: Done', type: 'main', index: 0 }], [{ node: 'Respond: Try Later', type: 'main', index: 0 }]],
+			},
+		},
+		settings: { executionOrder: 'v1' },
+		pinData: {},
+		active: false,
+	};
+}
+
 function pollingWorkflow(sink) {
 	const text = JSON.stringify(example('polling-claim-batch.json'))
 		.replaceAll('https://shop.example.com', sink.url)
@@ -62,9 +123,10 @@ test.before(async () => {
 	n8n = await N8n.create();
 	const invoice = invoiceWorkflow(sink);
 	const fromDocs = defaultSettingsWorkflow(sink);
-	await n8n.import([{ ...CREDENTIAL, data: { url: ks.url, token: ks.clientToken } }], [invoice, fromDocs, pollingWorkflow(sink)]);
-	await n8n.publish(invoice.id);
-	await n8n.publish(fromDocs.id);
+	const codeNode = codeNodeWorkflow(sink);
+	const workflows = [invoice, fromDocs, codeNode, pollingWorkflow(sink)];
+	await n8n.import([{ ...CREDENTIAL, data: { url: ks.url, token: ks.clientToken } }], workflows);
+	for (const { id } of [invoice, fromDocs, codeNode]) await n8n.publish(id);
 });
 
 test.after(async () => {
@@ -241,6 +303,24 @@ test("a workflow with the Guard's default On Error: the Guard itself answers 503
 	const resent = await deliver(event, 'invoice-events-default');
 	assert.equal(resent.status, 201, JSON.stringify(resent.body));
 	assert.equal(invoicesFor('evt-keystore-down-default').length, 1);
+});
+
+test('the Code node recipe behind a webhook: 503 through its error output while the key store is down, then once', async () => {
+	await ensureStarted();
+	const event = { event_id: 'evt-code-node-down', customer_id: 'c-9', amount: 12, currency: 'EUR' };
+	await ks.halt();
+	let down;
+	try {
+		down = await deliver(event, 'code-invoice-events');
+	} finally {
+		await ks.resume();
+	}
+	assert.deepEqual([down.status, down.body.status, down.retryAfter], [503, 'try_later', '30'], JSON.stringify(down.body));
+	assert.equal(invoicesFor('evt-code-node-down').length, 0);
+	const resent = await deliver(event, 'code-invoice-events');
+	const again = await deliver(event, 'code-invoice-events');
+	assert.deepEqual([resent.status, resent.body.outcome, again.body.outcome], [200, 'acquired', 'replay'], JSON.stringify([resent, again]));
+	assert.equal(invoicesFor('evt-code-node-down').length, 1);
 });
 
 test('the key store stops between claim and release: the failed Release still answers 503', async () => {
