@@ -12,6 +12,9 @@ const { send, baseUrl } = require('./lib/transport');
 
 /** Why this key store URL cannot work, or undefined if it may. */
 function urlProblem(raw) {
+  // the URL parser would drop a CR/LF or tab silently; refuse them instead
+  // eslint-disable-next-line no-control-regex
+  if (/[\u0000-\u001f\u007f]/.test(raw)) return 'The Key Store URL must not contain control characters (a line break?).';
   let url;
   try {
     url = new URL(raw);

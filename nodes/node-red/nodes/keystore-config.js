@@ -45,7 +45,9 @@ module.exports = function register(RED) {
       }
       let secret = token;
       if (!secret || secret === UNCHANGED_PASSWORD) {
-        const stored = id ? RED.nodes.getCredentials(id) : undefined;
+        // only a key store config node's token: never another node's secret sent to this URL
+        const deployed = id ? RED.nodes.getNode(id) : null;
+        const stored = deployed && deployed.type === 'keystore-config' ? RED.nodes.getCredentials(id) : null;
         secret = (stored && stored.token) || '';
       }
       if (!secret) {

@@ -61,4 +61,14 @@ it('refuses a malformed request with 400 and a check without any token without c
   assert.deepEqual([none.status, none.ok, none.message], [200, false, 'no token: enter the client token first']);
   const notUrl = await check({ url: 'keystore:8080', token: keystore.token });
   assert.equal(notUrl.ok, false);
+  const lineBreak = await check({ url: `${keystore.url}/\r\nX-Injected: 1`, token: keystore.token });
+  assert.deepEqual([lineBreak.ok, /control characters/.test(lineBreak.message)], [false, true]);
+});
+
+it("never sends another node's stored secret: only a key store config node's token is used", async () => {
+  // a node of another type whose credentials happen to have a `token`
+  await loadFlow([{ id: 'other', type: 'helper' }], { credentials: { other: { token: keystore.token } } });
+  assert.equal(helper._redNodes.getCredentials('other').token, keystore.token);
+  const borrowed = await check({ id: 'other', url: keystore.url, token: '__PWRD__' });
+  assert.deepEqual([borrowed.ok, borrowed.message], [false, 'no token: enter the client token first']);
 });

@@ -24,6 +24,13 @@ it('fails a URL ending in /v1 before any request, naming the URL to use', async 
   }
 });
 
+it('fails a URL with a line break or a tab in it, instead of letting the parser drop them', async () => {
+  for (const url of [`${authData.url}/\r\nX-Injected: 1`, `${authData.url}/v\t1`]) {
+    const error = await rejection(appTester(App.authentication.test, { authData: { ...authData, url } }));
+    assert.deepEqual([error.code, /control characters/.test(error.message)], ['invalid_url', true]);
+  }
+});
+
 it('fails when nothing answers at the URL, saying so', async () => {
   const url = `http://127.0.0.1:${await freePort()}`; // a port nothing listens on
   const error = await rejection(appTester(App.authentication.test, { authData: { ...authData, url } }));

@@ -17,6 +17,9 @@ const TEST_TIMEOUT_MS = 10_000;
 
 /** Why this Service URL cannot work, or undefined if it may. */
 export function urlProblem(raw: string): string | undefined {
+	// the URL parser would drop a CR/LF or tab silently; the request must not get them either
+	// eslint-disable-next-line no-control-regex
+	if (/[\u0000-\u001f\u007f]/.test(raw)) return 'The Service URL must not contain control characters (a line break?)';
 	let url: URL;
 	try {
 		url = new URL(raw);

@@ -55,7 +55,7 @@ test('an unreachable host, another service and a malformed URL fail, each saying
 	const elsewhere = await check(`http://127.0.0.1:${other.address().port}`, ks.clientToken);
 	assert.equal(elsewhere.status, 'Error');
 	assert.match(elsewhere.message, /^No Idempotency Key Store answered at .* \(HTTP 404\)/);
-	for (const url of ['127.0.0.1:8080', 'ftp://127.0.0.1', `${ks.url}/?x=1`, '']) {
+	for (const url of ['127.0.0.1:8080', 'ftp://127.0.0.1', `${ks.url}/?x=1`, '', `${ks.url}/\r\nX-Injected: 1`, `${ks.url}/v\t1`]) {
 		const result = await check(url, ks.clientToken);
 		assert.equal(result.status, 'Error', url);
 		assert.doesNotMatch(result.message, new RegExp(ks.clientToken), 'never the token in a message');
