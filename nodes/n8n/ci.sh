@@ -37,12 +37,8 @@ rm -rf dist
 quiet timeout 300 npx --no-install n8n-node build
 [ -f dist/nodes/IdempotencyGuard/IdempotencyGuard.node.js ] || fail "build produced no Guard node"
 
-step "no runtime dependencies"
-node -e '
-  const p = require("./package.json");
-  const deps = Object.keys(p.dependencies || {});
-  if (deps.length) { console.error("runtime dependencies:", deps.join(", ")); process.exit(1); }
-' || fail "the package must have zero runtime dependencies"
+step "package: n8n's package.json fields, and a packed file list without build leftovers"
+node scripts/check-package.js || fail "the package is not ready to publish (scripts/check-package.js)"
 
 step "unit tests (node logic; execute() against a real key store)"
 timeout 600 node --test --test-timeout=120000 test/unit/ || fail "unit tests"

@@ -3,8 +3,9 @@
  * A local effect sink: the "side effect" of the tests' workflows, counted.
  *
  * POST /effects with a JSON body records one effect and answers 201 {"id": "eff-N"}.
- * `failNext(n)` makes the next n POSTs answer 503 WITHOUT recording anything: a transient
- * failure before the effect happened. `effects` is every recorded body, in order.
+ * `failNext(n, before)` makes the next n POSTs answer 503 WITHOUT recording anything: a
+ * transient failure before the effect happened; `before` (optional, async) runs before each
+ * of those answers (a test stops the key store there). `effects` is every recorded body.
  * It listens on 127.0.0.1 only, on a free port.
  */
 const http = require('node:http');
@@ -12,6 +13,7 @@ const http = require('node:http');
 async function startSink() {
   const effects = [];
   let failures = 0;
+  let beforeFailure = null;
   const server = http.createServer((req, res) => {
     let body = '';
     req.setEncoding('utf8');
@@ -24,7 +26,8 @@ async function startSink() {
       if (req.method !== 'POST' || req.url !== '/effects') return reply(404, { error: 'not found' });
       if (failures > 0) {
         failures -= 1;
-        return reply(503, { error: 'try again' });
+        return Promise.resolve(beforeFailure && beforeFailure())
+          .then(() => reply(503, { error: 'try again' }), () => reply(503, { error: 'try again' }));
       }
       effects.push(JSON.parse(body || 'null'));
       return reply(201, { id: `eff-${effects.length}` });
@@ -34,7 +37,7 @@ async function startSink() {
   return {
     url: `http://127.0.0.1:${server.address().port}/effects`,
     effects,
-    failNext(n) { failures = n; },
+    failNext(n, before = null) { failures = n; beforeFailure = before; },
     close: () => new Promise((resolve) => server.close(resolve)),
   };
 }

@@ -1,13 +1,9 @@
-import type {
-	IAuthenticateGeneric,
-	ICredentialTestRequest,
-	ICredentialType,
-	INodeProperties,
-} from 'n8n-workflow';
+import type { IAuthenticateGeneric, ICredentialType, INodeProperties } from 'n8n-workflow';
 
 /**
  * The key store's URL and a bearer token (`keystore token create --tenant T --role client`).
- * The tenant comes from the token, never from a node.
+ * The tenant comes from the token, never from a node. Its test is a function of the nodes
+ * (`testedBy`, nodes/shared/credentialTest.ts): GET /v1/whoami, showing tenant and role.
  */
 export class IdempotencyKeyStoreApi implements ICredentialType {
 	name = 'idempotencyKeyStoreApi';
@@ -45,41 +41,5 @@ export class IdempotencyKeyStoreApi implements ICredentialType {
 		properties: {
 			headers: { Authorization: '=Bearer {{$credentials.token}}' },
 		},
-	};
-
-	/**
-	 * Looks up a key that is never claimed. Only the key store with a valid token answers that
-	 * with its own error object `not_found`, so each rule below fails a different mistake:
-	 * a refused token (401 `unauthorized`), and any URL where something else answers (another
-	 * service's 200 or 404, an HTML page) because its body has no `error.code`. Nothing is
-	 * written, so testing often changes nothing in the store.
-	 */
-	test: ICredentialTestRequest = {
-		request: {
-			baseURL: '={{$credentials.url.replace(/\\/+$/, "")}}',
-			url: '/v1/keys',
-			method: 'GET',
-			qs: { scope: 'n8n.credential-test', key: 'token-check' },
-			ignoreHttpStatusErrors: true,
-		},
-		rules: [
-			{
-				type: 'responseSuccessBody',
-				properties: {
-					key: 'error.code',
-					value: 'unauthorized',
-					message: 'The key store refused this token (401). Create one with: keystore token create',
-				},
-			},
-			{
-				type: 'responseSuccessBody',
-				properties: {
-					key: 'error.code',
-					value: undefined,
-					message:
-						'No Idempotency Key Store answered at this URL. Check the Service URL (without /v1).',
-				},
-			},
-		],
 	};
 }

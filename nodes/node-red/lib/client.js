@@ -50,7 +50,10 @@ async function call(server, method, path, { body, params, extraMs = 0 } = {}) {
       signal: AbortSignal.timeout(server.timeoutMs + extraMs),
     });
   } catch (error) {
-    throw new KeystoreError(`the key store at ${url.origin} did not answer: ${error.message}`,
+    // fetch says only "fetch failed"; the cause has the network's reason (ECONNREFUSED...)
+    const reason = error.name === 'TimeoutError' ? `no answer in ${(server.timeoutMs + extraMs) / 1000} s`
+      : (error.cause && error.cause.code) || error.message;
+    throw new KeystoreError(`the key store at ${url.origin} did not answer (${reason})`,
       { code: 'unreachable' });
   }
   const text = await response.text();

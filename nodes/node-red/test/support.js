@@ -30,7 +30,14 @@ async function serveHttpNodes() {
   };
 }
 
+// node-red-node-test-helper 0.3.6 runs its core "catch" module once per Catch node of a flow,
+// and Node-RED refuses the second registration ("catch already registered"): a flow with two
+// Catch nodes (the webhook example) would not load. It is loaded once, with the nodes below.
+const catchNodes = helper._nodeModules.catch;
+delete helper._nodeModules.catch;
+
 const NODES = [
+  catchNodes,
   require('../nodes/keystore-config'),
   require('../nodes/keystore-guard'),
   require('../nodes/keystore-complete'),
@@ -49,14 +56,14 @@ const keystore = keystoreFromEnv();
 
 /**
  * Load a flow with a "keystore-config" node `ks` (token in the credentials, as the editor
- * stores it) and the given nodes. Returns {get(id), collect(id)}: collect() gives the live
+ * stores it) and the given nodes (`credentials`: other nodes' credentials, by id). Returns {get(id), collect(id)}: collect() gives the live
  * array of messages that reach a "helper" node.
  */
-async function loadFlow(flowNodes, { token = keystore.token } = {}) {
+async function loadFlow(flowNodes, { token = keystore.token, credentials = {} } = {}) {
   const config = { id: 'ks', type: 'keystore-config', url: keystore.url, timeout: '30' };
   const tab = { id: 'tab', type: 'tab', label: 'test' };
   await helper.load(NODES, [tab, config, ...flowNodes.map((n, i) => ({ z: 'tab', x: 200, y: 40 * (i + 1), ...n }))],
-    { ks: { token } });
+    { ks: { token }, ...credentials });
   return {
     get: (id) => helper.getNode(id),
     collect(id) {
@@ -79,13 +86,14 @@ async function waitUntil(predicate, what, timeoutMs = 45_000) {
 /**
  * Load an example flow from examples/ as a user would import it, with its key-store config
  * node pointed at the test's key store (token in the credentials) and `patch` applied to
- * other nodes by id ({id: {property: value}}).
+ * other nodes by id ({id: {property: value}}). `store` ({url, token}): another key store than
+ * the one `npm test` started (a test that stops its own).
  */
-async function loadExample(file, patch = {}) {
+async function loadExample(file, patch = {}, store = keystore) {
   const flow = require(`../examples/${file}`).map((n) => ({ ...n, ...(patch[n.id] || {}) }));
   const configs = flow.filter((n) => n.type === 'keystore-config');
-  for (const config of configs) Object.assign(config, { url: keystore.url, timeout: '30' });
-  const credentials = Object.fromEntries(configs.map((n) => [n.id, { token: keystore.token }]));
+  for (const config of configs) Object.assign(config, { url: store.url, timeout: '30' });
+  const credentials = Object.fromEntries(configs.map((n) => [n.id, { token: store.token }]));
   await helper.load(NODES, flow, credentials);
   return flow;
 }

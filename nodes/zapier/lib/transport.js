@@ -13,12 +13,20 @@
  *   needs_reconciliation (409)     cannot help, and a halt never turns the Zap off
  *   unauthorized (401)             ExpiredAuthError: the token was revoked or replaced; Zapier
  *                                  holds the runs and asks the user to reconnect
+ *   no answer at all (refused,     ThrottledError(30 s): the key store is down; Zapier runs the
+ *   reset, DNS), or 502/503/504    step again later, instead of an error that only Autoreplay
+ *   without the key store's JSON   (if it is on) would retry. Never a success: nothing was
+ *   (a proxy whose key store is    claimed, so the Zap must not go on to the side effect
+ *   down)
  *   anything else                  z.errors.Error(message, code, status)
  */
 
 // The key store sends Retry-After: 1 on 503 (database down). Zapier re-runs a throttled step
 // as often as told, so a floor keeps an outage from becoming a retry storm.
 const MIN_OUTAGE_DELAY_SECONDS = 30;
+
+// What a proxy in front of a stopped key store answers (no key store JSON in the body).
+const GATEWAY_STATUSES = new Set([502, 503, 504]);
 
 /** The base URL of the connection, without a trailing slash. */
 function baseUrl(bundle) {
@@ -68,7 +76,45 @@ function toZapierError(z, response) {
         'The key store refused the token (it was revoked or replaced). Reconnect the Idempotency '
         + 'Key Store account with a valid token.');
     default:
+      if (!error.code && GATEWAY_STATUSES.has(response.status)) {
+        return new z.errors.ThrottledError(`The key store's address answered HTTP ${response.status} `
+          + 'without the key store behind it; nothing was claimed or changed. Zapier runs this '
+          + 'step again later.', retryAfter(response, MIN_OUTAGE_DELAY_SECONDS));
+      }
       return new z.errors.Error(`${message}${where} (${code})`, code, response.status);
+  }
+}
+
+/**
+ * The error for a request that got no answer: the key store is down (or unreachable from
+ * Zapier). `code` is the network's reason (ECONNREFUSED, ENOTFOUND, ETIMEDOUT...).
+ */
+function unreachable(z, bundle, error) {
+  const reason = error.code || error.name || 'no answer';
+  const failed = new z.errors.ThrottledError(`The key store at ${baseUrl(bundle)} did not answer `
+    + `(${reason}). Zapier runs this step again later.`, MIN_OUTAGE_DELAY_SECONDS);
+  failed.reason = reason;
+  return failed;
+}
+
+/**
+ * One request with the connection's token; resolves with Zapier's response for any HTTP
+ * status (the caller reads it) and rejects only when no answer came (unreachable()).
+ */
+async function send(z, bundle, { method, path, body, params }) {
+  try {
+    return await z.request({
+      method,
+      url: `${baseUrl(bundle)}${path}`,
+      params,
+      body,
+      headers: { Authorization: `Bearer ${bundle.authData.token}`, Accept: 'application/json' },
+      // Every non-2xx answer is mapped by the caller, by the key store's error code.
+      skipThrowForStatus: true,
+      throwForThrottlingEarly: false,
+    });
+  } catch (error) {
+    throw unreachable(z, bundle, error);
   }
 }
 
@@ -79,19 +125,10 @@ function toZapierError(z, response) {
  * @param {{method: string, path: string, body?: object, params?: object,
  *          absentOk?: boolean}} request  absentOk: answer null for an unknown or expired key
  * @returns {Promise<object|null>} the JSON body of a 2xx answer
- * @throws the Zapier error for any other answer (toZapierError)
+ * @throws the Zapier error for any other answer (toZapierError), or unreachable()'s
  */
 async function call(z, bundle, { method, path, body, params, absentOk = false }) {
-  const response = await z.request({
-    method,
-    url: `${baseUrl(bundle)}${path}`,
-    params,
-    body,
-    headers: { Authorization: `Bearer ${bundle.authData.token}`, Accept: 'application/json' },
-    // Every non-2xx answer is mapped below, by the key store's error code, in one place.
-    skipThrowForStatus: true,
-    throwForThrottlingEarly: false,
-  });
+  const response = await send(z, bundle, { method, path, body, params });
   if (response.status >= 200 && response.status < 300) return response.data;
   if (absentOk && response.status === 404) {
     const code = response.data && response.data.error && response.data.error.code;
@@ -100,4 +137,4 @@ async function call(z, bundle, { method, path, body, params, absentOk = false })
   throw toZapierError(z, response);
 }
 
-module.exports = { call, toZapierError, baseUrl };
+module.exports = { call, send, toZapierError, baseUrl };

@@ -5,12 +5,37 @@ const assert = require('node:assert/strict');
 const zapier = require('zapier-platform-core');
 const { App, run, authData, itemId, rejection } = require('./support');
 const { startSink } = require('../../test-support/sink');
+const { freePort } = require('../../test-support/keystore-server');
 
 const appTester = zapier.createAppTester(App);
 
-it('passes with the right URL and token, and labels the connection with the URL', async () => {
+it('passes with the right URL and token, and labels the connection with tenant and role', async () => {
   const result = await appTester(App.authentication.test, { authData: { ...authData, url: `${authData.url}/` } });
-  assert.deepEqual(result, { url: authData.url });
+  assert.deepEqual(result, { url: authData.url, tenant: 'default', role: 'client', token: 'client-1' });
+  assert.equal(App.authentication.connectionLabel,
+    '{{bundle.inputData.tenant}} ({{bundle.inputData.role}}) at {{bundle.inputData.url}}');
+});
+
+it('fails a URL ending in /v1 before any request, naming the URL to use', async () => {
+  for (const url of [`${authData.url}/v1`, `${authData.url}/v1/`]) {
+    const error = await rejection(appTester(App.authentication.test, { authData: { ...authData, url } }));
+    assert.deepEqual([error.code, error.status], ['invalid_url', 400]);
+    assert.equal(error.message, `Remove /v1 from the Key Store URL: the app adds it itself. Use ${authData.url}`);
+  }
+});
+
+it('fails a URL with a line break or a tab in it, instead of letting the parser drop them', async () => {
+  for (const url of [`${authData.url}/\r\nX-Injected: 1`, `${authData.url}/v\t1`]) {
+    const error = await rejection(appTester(App.authentication.test, { authData: { ...authData, url } }));
+    assert.deepEqual([error.code, /control characters/.test(error.message)], ['invalid_url', true]);
+  }
+});
+
+it('fails when nothing answers at the URL, saying so', async () => {
+  const url = `http://127.0.0.1:${await freePort()}`; // a port nothing listens on
+  const error = await rejection(appTester(App.authentication.test, { authData: { ...authData, url } }));
+  assert.deepEqual([error.name, error.code, error.status], ['AppError', 'unreachable', 503]);
+  assert.match(error.message, new RegExp(`^The key store at ${url} did not answer \\(ECONNREFUSED\\)`));
 });
 
 it('fails with a wrong token, saying so', async () => {

@@ -13,6 +13,7 @@ import {
 	payloadProperties,
 	scopeAndKey,
 } from '../shared/properties';
+import { testCredential } from '../shared/credentialTest';
 
 /**
  * Claim a stable key before a side effect and branch on the answer: New (do it; the lease
@@ -34,11 +35,11 @@ export class IdempotencyGuard implements INodeType {
 		outputs: [NodeConnectionTypes.Main, NodeConnectionTypes.Main, NodeConnectionTypes.Main],
 		outputNames: ['New', 'Already Done', 'Needs Attention'],
 		usableAsTool: true,
-		credentials: [{ name: 'idempotencyKeyStoreApi', required: true }],
+		credentials: [{ name: 'idempotencyKeyStoreApi', required: true, testedBy: 'idempotencyKeyStoreApiTest' }],
 		properties: [
 			{
 				displayName:
-					'New: do the side effect, then an Idempotency Key Store node with Complete. On its error branch: Release.',
+					'New: do the side effect, then an Idempotency Key Store node with Complete. On its error branch: Release. Behind a webhook, set Settings > On Error to "Continue (using error output)" and answer that output 503: it gets the items nothing was claimed for (the key store down).',
 				name: 'notice',
 				type: 'notice',
 				default: '',
@@ -76,6 +77,8 @@ export class IdempotencyGuard implements INodeType {
 			outputField(),
 		],
 	};
+
+	methods = { credentialTest: { idempotencyKeyStoreApiTest: testCredential } };
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		return runGuard(this, this.continueOnFail());

@@ -1,12 +1,20 @@
 /**
  * The Guard's execution: claim every item (one by one, or in batches of up to 1,000), settle
- * each on New, Already Done or Needs Attention, keep item pairing. If the node fails halfway,
- * the leases it already acquired in this execution are released, so items that never reached
- * their side effect are not left for a person to reconcile.
+ * each on New, Already Done or Needs Attention, keep item pairing. An item nothing was claimed
+ * for never goes to New:
+ * - with "On Error: Continue" it goes to Needs Attention as an error item (failure.ts), which
+ *   n8n moves to the error output under "Continue (using error output)"; this holds also when
+ *   the whole run fails (a batch request, the credential), because n8n would pass the input
+ *   items on to the first output (New) if the node threw;
+ * - otherwise the node fails: it first releases the leases it acquired in this execution (items
+ *   that never reached their side effect are not left for a person to reconcile) and answers a
+ *   webhook that waits for a Respond node (503, or 400 for an item it cannot send), since n8n
+ *   would answer such a webhook 200 with an empty body.
  */
 import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 
 import type { JsonObject } from '../shared/contract';
+import { answerWebhook, failedItem, failureOf } from '../shared/failure';
 import type { Guarded } from '../shared/guard';
 import { guardOne, settle } from '../shared/guard';
 import type { Ctx, IndexedClaim } from '../shared/keystore';
@@ -26,32 +34,52 @@ interface Claimed {
 
 export async function runGuard(ctx: IExecuteFunctions, continueOnFail: boolean): Promise<Outputs> {
 	const items = ctx.getInputData();
-	const c: Ctx = { ctx, url: await baseUrl(ctx) };
 	const outputs: Outputs = [[], [], []];
 	const acquired: Claimed[] = [];
-	const mode = ctx.getNodeParameter('mode', 0) as 'single' | 'batch';
+	const routed = new Set<number>();
+	const about = new Map<number, About>();
 	const fail: Fail = (index, error) => {
-		if (!continueOnFail) throw asNodeError(ctx, error, index);
-		outputs[NEEDS_ATTENTION].push({ json: { error: (error as Error).message }, pairedItem: { item: index } });
+		const nodeError = asNodeError(ctx, error, index);
+		if (!continueOnFail) throw nodeError;
+		outputs[NEEDS_ATTENTION].push(failedItem(ctx, index, nodeError, about.get(index)));
+		routed.add(index);
 	};
-	const run: Run = { c, outputs, acquired, fail };
+	let c: Ctx | undefined;
 	try {
+		c = { ctx, url: await baseUrl(ctx) };
+		const run: Run = { c, outputs, acquired, routed, about, fail };
+		const mode = ctx.getNodeParameter('mode', 0) as 'single' | 'batch';
 		if (mode === 'batch') await batch(run, items);
 		else await oneByOne(run, items);
 	} catch (error) {
-		await releaseAll(c, acquired);
-		throw asNodeError(ctx, error);
+		const nodeError = asNodeError(ctx, error);
+		if (!continueOnFail) {
+			if (c) await releaseAll(c, acquired);
+			await answerWebhook(ctx, failureOf(nodeError));
+			throw nodeError;
+		}
+		items.forEach((_, index) => {
+			if (!routed.has(index)) fail(index, nodeError);
+		});
 	}
+	for (const output of outputs) output.sort((a, b) => pairedIndex(a) - pairedIndex(b));
 	return outputs;
 }
 
-/** A run of the Guard: its context, outputs, and the leases it holds so far. */
+/**
+ * A run of the Guard: its context, outputs, the leases it holds, the items routed so far and
+ * the scope and key of each item read so far (for the error item of one that fails later).
+ */
 interface Run {
 	c: Ctx;
 	outputs: Outputs;
 	acquired: Claimed[];
+	routed: Set<number>;
+	about: Map<number, About>;
 	fail: Fail;
 }
+
+type About = { scope: string; key: string };
 
 /** A failed item: thrown, or with "continue on fail" sent to Needs Attention as an error item. */
 type Fail = (index: number, error: unknown) => void;
@@ -66,6 +94,7 @@ function route(run: Run, index: number, scope: string, key: string, guarded: Gua
 	const json = ctx.getInputData()[index].json as JsonObject;
 	const info = guardInfo(scope, key, guarded.answer, guarded.output, guarded.reason);
 	run.outputs[guarded.output].push({ json: withInfo(json, field, info), pairedItem: { item: index } });
+	run.routed.add(index);
 }
 
 async function oneByOne(run: Run, items: INodeExecutionData[]) {
@@ -73,6 +102,7 @@ async function oneByOne(run: Run, items: INodeExecutionData[]) {
 	for (let index = 0; index < items.length; index++) {
 		try {
 			const { scope, item } = readClaim(c.ctx, index);
+			run.about.set(index, { scope, key: item.key });
 			const wait = Number(c.ctx.getNodeParameter('waitSeconds', index, 0));
 			const guarded = await guardOne(c, scope, item, readClaimOptions(c.ctx, index), wait, index);
 			hold(run, index, scope, item.key, guarded.answer.lease_token);
@@ -95,7 +125,9 @@ async function batch(run: Run, items: INodeExecutionData[]) {
 	const claims: IndexedClaim[] = [];
 	for (let index = 0; index < items.length; index++) {
 		try {
-			claims.push({ index, ...readClaim(ctx, index) });
+			const claim = readClaim(ctx, index);
+			run.about.set(index, { scope: claim.scope, key: claim.item.key });
+			claims.push({ index, ...claim });
 		} catch (error) {
 			run.fail(index, error);
 		}
@@ -113,6 +145,7 @@ async function batch(run: Run, items: INodeExecutionData[]) {
 				const json = ctx.getInputData()[index].json as JsonObject;
 				const info = refusedInfo(scope, item.key, entry.refused);
 				run.outputs[NEEDS_ATTENTION].push({ json: withInfo(json, field, info), pairedItem: { item: index } });
+				run.routed.add(index);
 				continue;
 			}
 			const wait = Number(ctx.getNodeParameter('waitSeconds', index, 0));
@@ -124,7 +157,6 @@ async function batch(run: Run, items: INodeExecutionData[]) {
 			route(run, index, scope, item.key, guarded);
 		}
 	});
-	for (const output of run.outputs) output.sort((a, b) => pairedIndex(a) - pairedIndex(b));
 }
 
 function pairedIndex(item: INodeExecutionData): number {

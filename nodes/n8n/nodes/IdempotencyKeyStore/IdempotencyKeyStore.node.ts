@@ -15,6 +15,7 @@ import * as extend from './operations/extend';
 import * as lookup from './operations/lookup';
 import * as release from './operations/release';
 import { outputField, scopeAndKey } from '../shared/properties';
+import { testCredential } from '../shared/credentialTest';
 
 const HOLDER_OPERATIONS = ['complete', 'release', 'extend'];
 const OTHER_OPERATIONS = ['claim', 'claimBatch', 'lookup', 'expire'];
@@ -37,7 +38,7 @@ export class IdempotencyKeyStore implements INodeType {
 		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main],
 		usableAsTool: true,
-		credentials: [{ name: 'idempotencyKeyStoreApi', required: true }],
+		credentials: [{ name: 'idempotencyKeyStoreApi', required: true, testedBy: 'idempotencyKeyStoreApiTest' }],
 		properties: [
 			{
 				displayName: 'Resource',
@@ -139,6 +140,8 @@ export class IdempotencyKeyStore implements INodeType {
 			outputField(),
 		],
 	};
+
+	methods = { credentialTest: { idempotencyKeyStoreApiTest: testCredential } };
 
 	async execute(this: IExecuteFunctions): Promise<INodeExecutionData[][]> {
 		return runKeyStore(this, this.continueOnFail());

@@ -9,7 +9,7 @@ import type { JsonObject } from './contract';
 import type { PayloadMode } from './fingerprint';
 import { fingerprintPart, versionOf } from './fingerprint';
 import type { ClaimItem, ClaimOptions } from './keystore';
-import { asNodeError } from './transport';
+import { asNodeError, tagged } from './transport';
 
 export const DEFAULT_FIELD = 'idempotency';
 
@@ -210,10 +210,11 @@ export function readClaim(ctx: IExecuteFunctions, itemIndex: number): { scope: s
 	const scope = String(ctx.getNodeParameter('scope', itemIndex));
 	const key = ctx.getNodeParameter('key', itemIndex) as unknown;
 	if ((typeof key !== 'string' && typeof key !== 'number') || String(key) === '') {
-		throw new NodeOperationError(ctx.getNode(), 'The key is empty', {
+		const empty = new NodeOperationError(ctx.getNode(), 'The key is empty', {
 			itemIndex,
 			description: 'The key expression gave nothing for this item: check the field it reads.',
 		});
+		throw tagged(empty, 'invalid_item');
 	}
 	const mode = ctx.getNodeParameter('payloadMode', itemIndex) as PayloadMode;
 	try {
@@ -225,6 +226,6 @@ export function readClaim(ctx: IExecuteFunctions, itemIndex: number): { scope: s
 		const version = versionOf(ctx.getNodeParameter('version', itemIndex, ''));
 		return { scope, item: { key: String(key), ...part, ...(version === undefined ? {} : { version }) } };
 	} catch (error) {
-		throw asNodeError(ctx, error, itemIndex);
+		throw tagged(asNodeError(ctx, error, itemIndex), 'invalid_item');
 	}
 }

@@ -45,12 +45,23 @@ export async function call(
 		})) as { statusCode: number; body: unknown; headers: Record<string, unknown> };
 		return { status: response.statusCode, body: response.body, headers: response.headers ?? {} };
 	} catch (error) {
-		throw new NodeApiError(ctx.getNode(), error as N8nJson, {
+		const failed = new NodeApiError(ctx.getNode(), error as N8nJson, {
 			message: `The key store at ${url} did not answer`,
-			description: (error as Error).message,
+			description: `${(error as Error).message}. Nothing was claimed or changed.`,
 			itemIndex: options.itemIndex,
 		});
+		throw tagged(failed, 'unreachable');
 	}
+}
+
+/**
+ * Marks an error with the key store's code for it (`unreachable` when no answer came,
+ * `invalid_item` for an item the node cannot send): the Guard decides from it whether the
+ * sender should try again (see failure.ts).
+ */
+export function tagged<E extends NodeApiError | NodeOperationError>(error: E, code: string): E {
+	error.context.keystoreCode = code;
+	return error;
 }
 
 /**
@@ -61,7 +72,7 @@ export function unexpected(ctx: IExecuteFunctions, answer: Answer, itemIndex?: n
 	const error = errorOf(answer.body);
 	const code = error?.code ?? `http_${answer.status}`;
 	const message = error?.message ?? `The key store answered HTTP ${answer.status}`;
-	return new NodeApiError(
+	const failed = new NodeApiError(
 		ctx.getNode(),
 		{ code, message, httpCode: String(answer.status) } as N8nJson,
 		{
@@ -71,6 +82,7 @@ export function unexpected(ctx: IExecuteFunctions, answer: Answer, itemIndex?: n
 			itemIndex,
 		},
 	);
+	return tagged(failed, code);
 }
 
 const HINTS: Record<string, string> = {

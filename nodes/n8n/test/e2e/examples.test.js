@@ -25,6 +25,87 @@ function invoiceWorkflow(sink) {
 	return JSON.parse(text.replaceAll('https://billing.example.com', sink.url));
 }
 
+/**
+ * The invoice workflow as docs/n8n-node.md builds it, without touching the Guard's settings:
+ * its On Error is the default (the execution fails), so nothing in the workflow answers the
+ * sender when the key store is down. Its own id and path, next to the shipped one.
+ */
+function defaultSettingsWorkflow(sink) {
+	const workflow = invoiceWorkflow(sink);
+	workflow.id = 'ksDocsInvoice1';
+	workflow.name = 'Built from docs/n8n-node.md (default On Error)';
+	for (const node of workflow.nodes) {
+		node.id = node.id.replace('0b7f6f0e', '1c8e7f1f');
+		if (node.name === 'Idempotency Guard') delete node.onError;
+		if (node.type === 'n8n-nodes-base.webhook') {
+			node.webhookId = '7b2e4d3f-6c8b-4d4a-9f1f-2e3d4c5b6a71';
+			node.parameters.path = 'invoice-events-default';
+		}
+	}
+	return workflow;
+}
+
+/**
+ * docs/platforms/n8n-code.md behind a webhook: the shipped Code node snippet with SETTINGS
+ * edited as the page says (key store URL and token written in, the key from the webhook's
+ * body, the example action's target URL), the Code node's On Error set to "Continue (using
+ * error output)" and that output answered 503, as the page's "When the key store is down" says.
+ */
+function codeNodeWorkflow(sink) {
+	const snippet = fs
+		.readFileSync(path.join(PACKAGE_DIR, '../../clients/snippets/n8n-code-node.js'), 'utf8')
+		.replace("env('KEYSTORE_URL', 'http://127.0.0.1:8080')", JSON.stringify(ks.url))
+		.replace("env('KEYSTORE_TOKEN', '')", JSON.stringify(ks.clientToken))
+		.replace('keyOf: (item) => item.json.event_id,', 'keyOf: (item) => item.json.body.event_id,')
+		.replace('payloadOf: (item) => item.json,', 'payloadOf: (item) => item.json.body,')
+		.replace("env('TARGET_URL', 'https://billing.example.com/invoices')", JSON.stringify(`${sink.url}/invoices`));
+	const respond = (id, name, position, body, code, headers = []) => ({
+		id: `5d3c2b1a-0f9e-4d8c-b7a6-00000000000${id}`,
+		name,
+		type: 'n8n-nodes-base.respondToWebhook',
+		typeVersion: 1.5,
+		position,
+		parameters: { respondWith: 'json', responseBody: body, options: { responseCode: code, responseHeaders: { entries: headers } } },
+	});
+	return {
+		id: 'ksDocsCodeNode1',
+		name: 'docs/platforms/n8n-code.md behind a webhook',
+		nodes: [
+			{
+				id: '5d3c2b1a-0f9e-4d8c-b7a6-000000000001',
+				name: 'Webhook',
+				type: 'n8n-nodes-base.webhook',
+				typeVersion: 2.1,
+				position: [0, 0],
+				webhookId: '8c3f5e4a-7d9c-4e5b-a0f2-3f4e5d6c7b82',
+				parameters: { httpMethod: 'POST', path: 'code-invoice-events', responseMode: 'responseNode', options: {} },
+			},
+			{
+				id: '5d3c2b1a-0f9e-4d8c-b7a6-000000000002',
+				name: 'Exactly Once',
+				type: 'n8n-nodes-base.code',
+				typeVersion: 2,
+				position: [240, 0],
+				onError: 'continueErrorOutput',
+				parameters: { mode: 'runOnceForAllItems', language: 'javaScript', jsCode: snippet },
+			},
+			respond(3, 'Respond: Done', [480, -100], '={{ JSON.stringify({ outcome: $json.keystore.outcome }) }}', 200),
+			respond(4, 'Respond: Try Later', [480, 100], '={{ JSON.stringify({ status: "try_later" }) }}', 503, [
+				{ name: 'Retry-After', value: '30' },
+			]),
+		],
+		connections: {
+			Webhook: { main: [[{ node: 'Exactly Once', type: 'main', index: 0 }]] },
+			'Exactly Once': {
+				main: [[{ node: 'Respond: Done', type: 'main', index: 0 }], [{ node: 'Respond: Try Later', type: 'main', index: 0 }]],
+			},
+		},
+		settings: { executionOrder: 'v1' },
+		pinData: {},
+		active: false,
+	};
+}
+
 function pollingWorkflow(sink) {
 	const text = JSON.stringify(example('polling-claim-batch.json'))
 		.replaceAll('https://shop.example.com', sink.url)
@@ -36,22 +117,22 @@ let ks;
 let sink;
 let n8n;
 let started = false;
-let hasBatch = false;
 
 test.before(async () => {
 	[ks, sink] = await Promise.all([KeyStore.start(), new Sink().start()]);
-	hasBatch = await ks.hasBatch();
 	n8n = await N8n.create();
 	const invoice = invoiceWorkflow(sink);
-	const workflows = hasBatch ? [invoice, pollingWorkflow(sink)] : [invoice];
+	const fromDocs = defaultSettingsWorkflow(sink);
+	const codeNode = codeNodeWorkflow(sink);
+	const workflows = [invoice, fromDocs, codeNode, pollingWorkflow(sink)];
 	await n8n.import([{ ...CREDENTIAL, data: { url: ks.url, token: ks.clientToken } }], workflows);
-	await n8n.publish(invoice.id);
+	for (const { id } of [invoice, fromDocs, codeNode]) await n8n.publish(id);
 });
 
 test.after(async () => {
 	if (n8n) console.log(`n8n timings (s): ${n8n.timings.map(([what, s]) => `${what} ${s}`).join(', ')}`);
 	await n8n?.stop();
-	ks?.stop();
+	await ks?.stop();
 	await sink?.stop();
 });
 
@@ -63,8 +144,8 @@ async function ensureStarted() {
 	}
 }
 
-async function deliver(body) {
-	const response = await fetch(`${n8n.url}/webhook/invoice-events`, {
+async function deliver(body, path = 'invoice-events') {
+	const response = await fetch(`${n8n.url}/webhook/${path}`, {
 		method: 'POST',
 		headers: { 'Content-Type': 'application/json' },
 		body: JSON.stringify(body),
@@ -77,16 +158,17 @@ async function deliver(body) {
 	} catch {
 		assert.fail(`webhook answered ${response.status} with non-JSON: ${text.slice(0, 500)}\n${n8n.tail()}`);
 	}
-	return { status: response.status, body: json, replayed: response.headers.get('idempotent-replayed') };
+	return {
+		status: response.status,
+		body: json,
+		replayed: response.headers.get('idempotent-replayed'),
+		retryAfter: response.headers.get('retry-after'),
+	};
 }
 
 const invoicesFor = (eventId) => sink.invoices.filter((invoice) => invoice.event_id === eventId);
 
-test('polling: Claim Batch with versions syncs each order version once across overlapping runs', async (t) => {
-	if (!hasBatch) {
-		t.skip('PENDING: this key store has no POST /v1/claim/batch yet (issue 4); run again once it lands');
-		return;
-	}
+test('polling: Claim Batch with versions syncs each order version once across overlapping runs', async () => {
 	const id = 'ksExamplePolling1';
 	const v1 = '2026-03-01T10:00:00Z';
 	const v2 = '2026-03-01T10:07:00Z';
@@ -181,7 +263,88 @@ test('the invoice API is down: Release on the error branch, and the next deliver
 	assert.equal(invoicesFor('down-outage').length, 1);
 });
 
-test("the credential's test in n8n: a good token passes; a bad token, a dead URL and another service fail", async () => {
+test('the key store is down: the sender gets 503 and resends; after the restart the resend creates one invoice', async () => {
+	await ensureStarted();
+	const event = { event_id: 'evt-keystore-down', customer_id: 'c-6', amount: 310, currency: 'EUR' };
+	await ks.halt();
+	let down;
+	try {
+		down = await deliver(event);
+	} finally {
+		await ks.resume();
+	}
+	assert.deepEqual([down.status, down.body.status, down.retryAfter], [503, 'try_later', '30'], JSON.stringify(down.body));
+	assert.equal(invoicesFor('evt-keystore-down').length, 0, 'nothing was done without a claim');
+	const [missing] = await ks.api('GET', '/v1/keys?scope=create_invoice&key=evt-keystore-down');
+	assert.equal(missing, 404, 'nothing was claimed either');
+	const resent = await deliver(event);
+	assert.equal(resent.status, 201, JSON.stringify(resent.body));
+	const again = await deliver(event);
+	assert.deepEqual([again.status, again.body.invoice_id], [200, resent.body.invoice_id]);
+	assert.equal(invoicesFor('evt-keystore-down').length, 1);
+	// an event the Guard cannot claim (no id) goes the same way, answered 400: resending cannot help
+	const noId = await deliver({ customer_id: 'c-6', amount: 1 });
+	assert.deepEqual([noId.status, noId.body.status, noId.body.reason], [400, 'rejected', 'invalid_item']);
+});
+
+test("a workflow with the Guard's default On Error: the Guard itself answers 503 while the key store is down", async () => {
+	await ensureStarted();
+	const event = { event_id: 'evt-keystore-down-default', customer_id: 'c-8', amount: 5, currency: 'EUR' };
+	await ks.halt();
+	let down;
+	try {
+		down = await deliver(event, 'invoice-events-default');
+	} finally {
+		await ks.resume();
+	}
+	// without the Guard's own answer, n8n answers 200 with an empty body when the execution
+	// fails before any Respond to Webhook node, and the sender never resends
+	assert.deepEqual([down.status, down.body, down.retryAfter], [503, { status: 'try_later', reason: 'unreachable' }, '30']);
+	const resent = await deliver(event, 'invoice-events-default');
+	assert.equal(resent.status, 201, JSON.stringify(resent.body));
+	assert.equal(invoicesFor('evt-keystore-down-default').length, 1);
+});
+
+test('the Code node recipe behind a webhook: 503 through its error output while the key store is down, then once', async () => {
+	await ensureStarted();
+	const event = { event_id: 'evt-code-node-down', customer_id: 'c-9', amount: 12, currency: 'EUR' };
+	await ks.halt();
+	let down;
+	try {
+		down = await deliver(event, 'code-invoice-events');
+	} finally {
+		await ks.resume();
+	}
+	assert.deepEqual([down.status, down.body.status, down.retryAfter], [503, 'try_later', '30'], JSON.stringify(down.body));
+	assert.equal(invoicesFor('evt-code-node-down').length, 0);
+	const resent = await deliver(event, 'code-invoice-events');
+	const again = await deliver(event, 'code-invoice-events');
+	assert.deepEqual([resent.status, resent.body.outcome, again.body.outcome], [200, 'acquired', 'replay'], JSON.stringify([resent, again]));
+	assert.equal(invoicesFor('evt-code-node-down').length, 1);
+});
+
+test('the key store stops between claim and release: the failed Release still answers 503', async () => {
+	await ensureStarted();
+	const event = { event_id: 'down-release', customer_id: 'c-7', amount: 45, currency: 'EUR' };
+	sink.outage = true;
+	sink.onOutage = () => ks.halt(); // the invoice API fails, and meanwhile the key store stops
+	let failed;
+	try {
+		failed = await deliver(event);
+	} finally {
+		sink.outage = false;
+		sink.onOutage = undefined;
+		await ks.resume();
+	}
+	assert.deepEqual([failed.status, failed.body.status, failed.retryAfter], [503, 'failed', '30'], JSON.stringify(failed.body));
+	// the claim could not be given back: the record stays the first attempt's until its lease
+	// runs out, and then goes to a person (never silently done, never done twice)
+	const [, held] = await ks.api('GET', '/v1/keys?scope=create_invoice&key=down-release');
+	assert.equal(held.record.state, 'in_progress');
+	assert.equal(invoicesFor('down-release').length, 0);
+});
+
+test("the credential's test in n8n: a good token passes with its tenant; a bad token, a /v1 URL, a dead URL and another service fail", async () => {
 	await ensureStarted();
 	const headers = { 'Content-Type': 'application/json', 'browser-id': 'keystore-e2e' };
 	const rest = async (route, body, cookie) => {
@@ -207,10 +370,15 @@ test("the credential's test in n8n: a good token passes; a bad token, a dead URL
 		const [tested] = await rest('credentials/test', { credentials }, cookie);
 		return tested.data;
 	};
-	assert.equal((await check({ url: `${ks.url}/`, token: ks.clientToken })).status, 'OK');
+	const good = await check({ url: `${ks.url}/`, token: ks.clientToken });
+	assert.deepEqual([good.status, good.message], ['OK', `Connected: tenant "${ks.tenant}", client token "client-1".`]);
 	const badToken = await check({ url: ks.url, token: 'ks_not_a_token' });
 	assert.deepEqual([badToken.status, /refused this token/.test(badToken.message)], ['Error', true], badToken.message);
-	assert.equal((await check({ url: 'http://127.0.0.1:9', token: ks.clientToken })).status, 'Error');
+	// the base URL mistake the docs warn about, with a token the key store accepts
+	const withV1 = await check({ url: `${ks.url}/v1`, token: ks.clientToken });
+	assert.deepEqual([withV1.status, /Remove \/v1 from the Service URL/.test(withV1.message)], ['Error', true], withV1.message);
+	const dead = await check({ url: 'http://127.0.0.1:9', token: ks.clientToken });
+	assert.deepEqual([dead.status, /did not answer/.test(dead.message)], ['Error', true], dead.message);
 	const elsewhere = await check({ url: sink.url, token: ks.clientToken }); // a 404 without error.code
 	assert.deepEqual([elsewhere.status, /No Idempotency Key Store/.test(elsewhere.message)], ['Error', true], elsewhere.message);
 });

@@ -9,6 +9,7 @@
  *                                      flaky-*  creates, but answers 500 to the first 2 calls
  *                                               per key: an API whose answer is lost
  *                                      down-*   503 without creating while `outage` is true
+ *                                               (after awaiting `onOutage()`, if set)
  *   GET  /invoices                   every invoice created, in order
  *   PUT  /orders, GET /orders        the polling source's current list of changed orders
  *   POST /crm/orders, GET /crm/orders  upserts received by the "CRM", in order
@@ -75,7 +76,10 @@ class Sink {
 			const body = await readJson(request);
 			const eventId = String(body?.event_id ?? '');
 			if (eventId.startsWith('slow-')) await new Promise((resolve) => setTimeout(resolve, SLOW_MS));
-			if (eventId.startsWith('down-') && this.outage) return send(503, { error: 'maintenance' });
+			if (eventId.startsWith('down-') && this.outage) {
+				await this.onOutage?.();
+				return send(503, { error: 'maintenance' });
+			}
 			const key = request.headers['idempotency-key'];
 			let invoice = key ? this.byKey.get(key) : undefined;
 			if (!invoice) {

@@ -44,15 +44,22 @@ async function httpRequest(credentials, options) {
  * @param items      input items' JSON objects
  * @param params     parameter name -> value, or (json, index) => value
  * @param credentials {url, token}
+ * @param onError  the node's Settings > On Error (`continueErrorOutput`...); with it, set
+ *                 continueOnFail too, as n8n does
+ * @param responses  collects what the node sends with sendResponse() (a webhook's answer)
  */
-function context({ items, params, credentials, continueOnFail = false, calls = [] }) {
+function context({ items, params, credentials, continueOnFail = false, onError, calls = [], responses = [] }) {
 	const inputs = items.map((json) => ({ json }));
-	const node = { id: 'test', name: 'Node Under Test', type: 'test', typeVersion: 1, position: [0, 0], parameters: {} };
+	const node = { id: 'test', name: 'Node Under Test', type: 'test', typeVersion: 1, position: [0, 0], parameters: {}, onError };
 	return {
 		calls,
 		getInputData: () => inputs,
 		getNode: () => node,
 		continueOnFail: () => continueOnFail,
+		// n8n answers a webhook waiting for a Respond to Webhook node with the first call
+		sendResponse: async (response) => {
+			responses.push(response);
+		},
 		getCredentials: async () => credentials,
 		getNodeParameter(name, index, fallback) {
 			const value = params[name];
@@ -72,10 +79,44 @@ function context({ items, params, credentials, continueOnFail = false, calls = [
 	};
 }
 
+/**
+ * What n8n gives a credential test function (ICredentialTestFunctions): only the legacy
+ * `helpers.request`, here for the options the nodes use (uri, headers, json, timeout,
+ * simple: false = every status resolves, resolveWithFullResponse), over Node's fetch. A
+ * request without an answer rejects with the network error's `code`, as n8n's does.
+ */
+function credentialTestContext() {
+	return {
+		helpers: {
+			async request(options) {
+				let response;
+				try {
+					response = await fetch(options.uri, {
+						method: options.method,
+						headers: options.headers,
+						signal: AbortSignal.timeout(options.timeout ?? 300_000),
+					});
+				} catch (error) {
+					throw Object.assign(new Error(error.message), { code: error.cause?.code ?? error.name });
+				}
+				const text = await response.text();
+				let body = text;
+				try {
+					if (options.json) body = JSON.parse(text);
+				} catch {
+					// not JSON: the text, as n8n's helper gives it
+				}
+				if (options.simple !== false && response.status >= 400) throw new Error(`HTTP ${response.status}`);
+				return options.resolveWithFullResponse ? { statusCode: response.status, body } : body;
+			},
+		},
+	};
+}
+
 /** Runs a node class's execute() with a context; resolves with its outputs. */
 async function run(NodeClass, options) {
 	const node = new NodeClass();
 	return node.execute.call(context(options));
 }
 
-module.exports = { context, run, load, DIST };
+module.exports = { context, credentialTestContext, run, load, DIST };

@@ -204,10 +204,18 @@ test('a failing Guard releases the leases it acquired in the same execution', as
 	const [status, body] = await ks.api('GET', `/v1/keys?scope=create_invoice&key=${good}`);
 	assert.equal(status, 200);
 	assert.equal(body.record.state, 'released');
-	// with "continue on fail" the bad item goes to Needs Attention as an error item instead
-	const [fresh, , attention] = await guard([event(unique('evt')), event('x'.repeat(600))], {}, { continueOnFail: true });
+	// with "continue on fail" the bad item goes to Needs Attention as an error item instead:
+	// its own data, and `error` and the output field saying why (the Needs Attention branch reads
+	// idempotency.reason) and that resending it cannot help
+	const long = event('x'.repeat(600));
+	const [fresh, , attention] = await guard([event(unique('evt')), long], {}, { continueOnFail: true });
 	assert.equal(fresh.length, 1);
-	assert.deepEqual(attention.map((item) => [item.pairedItem.item, Object.keys(item.json)]), [[1, ['error']]]);
+	assert.deepEqual(
+		attention.map((item) => [item.pairedItem.item, item.json.idempotency.reason, item.json.idempotency.retry]),
+		[[1, 'invalid_request', false]],
+	);
+	assert.match(attention[0].json.error.message, /invalid_request/);
+	assert.deepEqual(attention[0].json.body, long.body);
 });
 
 test('a wrong token or an unreachable key store fails the node with a clear message', async () => {
@@ -216,11 +224,7 @@ test('a wrong token or an unreachable key store fails the node with a clear mess
 	await assert.rejects(guard([{ body: {} }]), /key is empty/);
 });
 
-test('Claim Batch and Guard batch mode with versions (POST /v1/claim/batch)', async (t) => {
-	if (!(await ks.hasBatch())) {
-		t.skip('PENDING: this key store has no POST /v1/claim/batch yet (issue 4)');
-		return;
-	}
+test('Claim Batch and Guard batch mode with versions (POST /v1/claim/batch)', async () => {
 	const scope = unique('poll');
 	const rows = [
 		{ id: 'r1', updated_at: '2026-03-01T10:00:00Z', total: 10 },
