@@ -80,13 +80,15 @@ def whoami():
 @bp.post("/claim")
 def claim():
     body = _body(schemas.ClaimRequest)
-    settings = current_app.extensions["keystore"].settings
-    try:
-        result = _service().claim(g.principal.tenant_id, Claim(
-            body.scope, body.key, _fingerprint(body, "payload"),
-            body.ttl_seconds or settings.default_ttl_seconds,
-            body.lease_seconds or settings.default_lease_seconds, body.on_stale,
-            *_version(body)))
+    ks = current_app.extensions["keystore"]
+    settings, wait = ks.settings, body.wait_seconds or 0
+    c = Claim(body.scope, body.key, _fingerprint(body, "payload"),
+              body.ttl_seconds or settings.default_ttl_seconds,
+              body.lease_seconds or settings.default_lease_seconds, body.on_stale,
+              *_version(body), lease_token=body.lease_token)
+    try:  # waiting takes a seat (waiting.py); without one, the claim answers at once
+        with ks.waits.seat(g.principal.token_id) if wait else nullcontext(False) as seated:
+            result = _service().claim(g.principal.tenant_id, c, wait if seated else 0)
     except errors.KeystoreError as exc:
         if exc.outcome:
             _metrics().claim(body.scope, exc.outcome)
@@ -96,16 +98,20 @@ def claim():
     if result.outcome is Outcome.REPLAY:
         return respond({"outcome": "replay", "record": _record(record)}, 200, record,
                        {"Idempotent-Replayed": "true"})
-    return respond({"outcome": "acquired", "lease_token": result.lease_token,
-                    "attempt": record.attempt, "record": _record(record)}, 201, record)
+    answer = {"outcome": "acquired", "lease_token": result.lease_token,
+              "attempt": record.attempt, "record": _record(record)}
+    if result.resumed:  # the same attempt again: its first answer was lost
+        return respond({**answer, "resumed": True}, 201, record,
+                       {"Idempotent-Replayed": "true"})
+    return respond(answer, 201, record)
 
 
 @bp.post("/claim/batch")
 def claim_batch():
     body = _body(schemas.BatchClaimRequest)
     settings = current_app.extensions["keystore"].settings
-    items = [Item(it.key, _fingerprint(it, f"items.{n}.payload"), *_version(it))
-             for n, it in enumerate(body.items)]
+    items = [Item(it.key, _fingerprint(it, f"items.{n}.payload"), *_version(it),
+                  lease_token=it.lease_token) for n, it in enumerate(body.items)]
     results = current_app.extensions["keystore"].batch.claim(
         g.principal.tenant_id, body.scope, items,
         body.ttl_seconds or settings.default_ttl_seconds,
@@ -124,6 +130,8 @@ def _item_json(r: ItemResult, open_review) -> dict:
         out["outcome"] = r.outcome.value
     if r.lease_token is not None:
         out["lease_token"], out["attempt"] = r.lease_token, r.record.attempt
+    if r.resumed:
+        out["resumed"] = True
     if r.error is not None:
         out["error"] = error_json(r.error)
     if r.record is not None:

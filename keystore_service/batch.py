@@ -18,7 +18,7 @@ from .service import (
     ANSWER_RESULTS_BYTES,
     KeyStoreService,
     claim_changes,
-    new_lease_token,
+    proposed_or_new,
     refusal,
 )
 from .store import new_record_values
@@ -30,6 +30,7 @@ class Item:
     fingerprint: Optional[str]
     version_kind: Optional[str]
     version: Optional[int]
+    lease_token: Optional[str] = None  # proposed by the client (v1.1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,7 @@ class ItemResult:
     record: Optional[Record]
     lease_token: Optional[str] = None
     error: Optional[errors.KeystoreError] = None
+    resumed: bool = False
 
 
 class BatchClaims:
@@ -49,8 +51,11 @@ class BatchClaims:
     def claim(self, tenant_id: int, scope: str, items: list[Item], ttl_seconds: int,
               lease_seconds: int, on_stale: str) -> list[ItemResult]:
         now = self.clock()
-        tokens = {item.key: new_lease_token() for item in items}  # one per key, kept across
-        return self.service.through_outages(lambda: self._claim(  # repeats of the batch
+        tokens: dict = {}  # the first item's of each key, kept across repeats of the batch
+        for item in items:
+            if item.key not in tokens:
+                tokens[item.key] = proposed_or_new(item.lease_token)
+        return self.service.through_outages(lambda: self._claim(  # (through an outage)
             tenant_id, scope, items, ttl_seconds, lease_seconds, on_stale, now, tokens))
 
     def _claim(self, tenant_id: int, scope: str, items: list[Item], ttl_seconds: int,
@@ -90,11 +95,15 @@ class BatchClaims:
         seen = view.get(item.key)
         if seen is None:  # purged between the insert and the read: nothing is committed
             raise errors.Unavailable("a record changed under the batch; send it again")
-        if firsts.get(item.key) is item and seen.lease_token_hash == tokens[item.key][1]:
-            return ItemResult(Outcome.ACQUIRED, seen, tokens[item.key][0])  # our own write,
-            # found again after the batch was repeated through a database outage
-        query = domain.ClaimRequest(item.fingerprint, item.version_kind, item.version)
+        first = firsts.get(item.key) is item
+        token, token_hash = tokens[item.key] if first else proposed_or_new(item.lease_token)
+        # Only a key's first item may resume: a later item of the same key is a repeat
+        # within the batch ("a key twice: the first acquires"), whatever token it proposes.
+        query = domain.ClaimRequest(item.fingerprint, item.version_kind, item.version,
+                                    token_hash if first else None)
         decision = domain.decide_claim(seen, query, now)
+        if decision.action is Action.RESUME:  # the claimant's own attempt, found again
+            return ItemResult(Outcome.ACQUIRED, seen, token, resumed=True)
         if decision.action is Action.COUNT_REPEAT:
             pending[seen.id] += 1
             counted = replace(seen, duplicate_count=seen.duplicate_count + 1, last_seen_at=now)
@@ -111,7 +120,6 @@ class BatchClaims:
             return ItemResult(shown, error.record, error=error)
         if pending.get(seen.id):  # the compare-and-set below returns the true counters
             self.records.batch.add_counts(cur, {seen.id: pending.pop(seen.id)}, now)
-        token, token_hash = new_lease_token()
         values = new_record_values(
             shared["tenant_id"], shared["scope"], item.key, item.fingerprint, token_hash, now,
             shared["lease_until"], shared["expires_at"], shared["on_stale"], item.version_kind,

@@ -108,6 +108,7 @@ class Action(StrEnum):
     NEXT_ATTEMPT = "next_attempt"  # released or stale under `retry`: attempt + 1
     COUNT_REPEAT = "count_repeat"  # duplicate_count + 1, last_seen_at = now
     MARK_NEEDS_RECONCILIATION = "mark_needs_reconciliation"  # + count the repeat
+    RESUME = "resume"  # the holder's own claim again (its answer was lost): write nothing
     NOTHING = "nothing"  # a refused claim leaves the record untouched
 
 
@@ -123,6 +124,7 @@ class ClaimRequest:
     fingerprint: Optional[str]
     version_kind: Optional[str] = None
     version: Optional[int] = None
+    token_hash: Optional[str] = None  # the hash of the lease token the claim proposes
 
 
 def versions_compare(r: Record, q: ClaimRequest) -> Optional[int]:
@@ -159,6 +161,11 @@ CLAIM_TABLE: tuple[tuple[str, _Rule, Outcome, Action], ...] = (
      lambda r, q, now: fingerprints_differ(r.fingerprint, q.fingerprint)
      and not newer_version(r, q),
      Outcome.FINGERPRINT_MISMATCH, Action.NOTHING),
+    # v1.1: a claim that proposes the token its own earlier claim acquired with (that
+    # claim's answer was lost in flight) carries on with that attempt, live or stale.
+    ("in progress, the claimant's own attempt", lambda r, q, now: r.state == State.IN_PROGRESS
+     .value and q.token_hash is not None and q.token_hash == r.lease_token_hash,
+     Outcome.ACQUIRED, Action.RESUME),
     ("released, newer version", lambda r, q, now: r.state == State.RELEASED.value
      and newer_version(r, q), Outcome.ACQUIRED, Action.NEW_INCARNATION),
     ("released", lambda r, q, now: r.state == State.RELEASED.value,

@@ -106,6 +106,20 @@ Version = Annotated[
                                          Field(json_schema_extra={"format": "date-time"})],
     Field(description="An integer 0..2^63-1, or an RFC 3339 timestamp with Z or an offset "
                       "(compared as a UTC instant, to the microsecond).")]
+def _not_weak(token: str) -> str:
+    """A proposed lease token must be random (contract: at least 128 random bits); a token
+    of fewer than 8 distinct characters (lt_000..., lt_abab...) is a constant, not random:
+    22 random base64url characters have fewer only once in ~10^14 draws."""
+    if len(set(token[3:])) < 8:
+        raise ValueError("a proposed lease token must be random (at least 128 random bits)")
+    return token
+
+
+ProposedToken = Annotated[str, StringConstraints(pattern=r"^lt_[A-Za-z0-9_-]{22,64}$"),
+                          AfterValidator(_not_weak), Field(description=(
+                              "A lease token the client made: lt_ and 22-64 of A-Z a-z 0-9 _ -"
+                              ", at least 128 random bits. Repeating the claim with it resumes"
+                              " the attempt it acquired (its answer was lost)."))]
 TtlSeconds = Int(1, MAX_TTL_SECONDS)
 LeaseSeconds = Int(1, MAX_LEASE_SECONDS)
 
@@ -146,10 +160,15 @@ class ClaimRequest(_FingerprintSource):
     ttl_seconds: Optional[TtlSeconds] = Field(None, description="Default from config (72 h).")
     lease_seconds: Optional[LeaseSeconds] = Field(None, description="Default 300.")
     on_stale: Literal["reconcile", "retry"] = "reconcile"
+    lease_token: Optional[ProposedToken] = None
+    wait_seconds: Optional[Int(1, 30)] = Field(None, description=(
+        "While another attempt's live lease holds the record, wait up to this long (no "
+        "transaction held) and answer by the claim table as it stands then."))
 
 
 class BatchItem(_FingerprintSource):
     key: Key
+    lease_token: Optional[ProposedToken] = None
 
 
 class BatchClaimRequest(_Body):
@@ -333,6 +352,7 @@ class ClaimResponse(_Out):
     record: RecordOut
     lease_token: Optional[str] = None
     attempt: Optional[int] = None
+    resumed: Optional[bool] = None
     error: Optional[ErrorDetail] = None
 
 
@@ -342,6 +362,7 @@ class BatchItemResult(_Out):
     record: Optional[RecordOut] = None
     lease_token: Optional[str] = None
     attempt: Optional[int] = None
+    resumed: Optional[bool] = None
     error: Optional[ErrorDetail] = None
 
 

@@ -37,6 +37,11 @@ def new_lease_token() -> tuple[str, str]:
     return token, hash_token(token)
 
 
+def proposed_or_new(proposed: Optional[str]) -> tuple[str, str]:
+    """The client's proposed lease token (checked by the schema) and its hash, or a new one."""
+    return (proposed, hash_token(proposed)) if proposed else new_lease_token()
+
+
 @dataclass(frozen=True, slots=True)
 class Claim:
     scope: str
@@ -47,6 +52,7 @@ class Claim:
     on_stale: str
     version_kind: Optional[str] = None
     version: Optional[int] = None
+    lease_token: Optional[str] = None  # proposed by the client (v1.1); else one is made
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,7 @@ class Claimed:
     outcome: Outcome  # ACQUIRED or REPLAY; the other outcomes are raised
     record: Record
     lease_token: Optional[str] = None
+    resumed: bool = False  # the claimant's own attempt, found again (its answer was lost)
 
 
 _VERDICT_ERRORS = {
@@ -71,23 +78,31 @@ class Events:
 
 class KeyStoreService:
     def __init__(self, records: RecordStore, reviews: ReviewStore, clock: Clock = system_clock,
-                 events: Optional[Events] = None, outage_seconds: float = 5.0):
+                 events: Optional[Events] = None, outage_seconds: float = 5.0,
+                 sleep: Callable[[float], None] = time.sleep):
         self.records = records
         self.reviews = reviews
         self.clock = clock
+        self.sleep = sleep
         self.events = events or Events()
         self.outage_seconds = outage_seconds
 
     # --- claim -------------------------------------------------------------------------
 
-    def claim(self, tenant_id: int, c: Claim) -> Claimed:
+    def claim(self, tenant_id: int, c: Claim, wait_seconds: float = 0) -> Claimed:
+        """Claim (tenant, scope, key) by the contract's table. With `wait_seconds`, a claim
+        that would answer in_progress first waits (no transaction held) until the record
+        changes or the time is up, then claims once: one repeat, counted once."""
+        token, token_hash = proposed_or_new(c.lease_token)
+        query = domain.ClaimRequest(c.fingerprint, c.version_kind, c.version, token_hash)
+        if wait_seconds > 0:
+            self._wait_while(tenant_id, c.scope, c.key, wait_seconds, lambda seen, now: (
+                domain.decide_claim(seen, query, now).outcome is Outcome.IN_PROGRESS))
         now = self.clock()
-        token, token_hash = new_lease_token()
         values = new_record_values(
             tenant_id, c.scope, c.key, c.fingerprint, token_hash, now,
             now + c.lease_seconds * domain.SECOND, now + c.ttl_seconds * domain.SECOND,
             c.on_stale, c.version_kind, c.version)
-        query = domain.ClaimRequest(c.fingerprint, c.version_kind, c.version)
         return self.through_outages(lambda: self._claim(tenant_id, c, values, query, token,
                                                          now))
 
@@ -105,9 +120,10 @@ class KeyStoreService:
                 seen = self.records.get(tenant_id, c.scope, c.key, cur)
                 if seen is None:
                     continue  # purged in between: insert again
-                if seen.lease_token_hash == token_hash:  # our own write, repeated after an
-                    return Claimed(Outcome.ACQUIRED, seen, token)  # answer lost in flight
                 decision = domain.decide_claim(seen, query, now)
+                if decision.action is Action.RESUME:  # our own write, found again: its
+                    return Claimed(Outcome.ACQUIRED, seen, token, resumed=True)  # answer was
+                    # lost in flight (or this request repeated itself through an outage)
                 if decision.action is Action.NOTHING:  # the review commits with the refusal
                     refused = self.refuse(cur, decision.outcome, seen, c.fingerprint, now)
                 else:
@@ -235,23 +251,32 @@ class KeyStoreService:
 
     # --- reading and expiring ----------------------------------------------------------
 
-    def lookup(self, tenant_id: int, scope: str, key: str, wait_seconds: int = 0,
-               sleep: Callable[[float], None] = time.sleep) -> Record:
+    def lookup(self, tenant_id: int, scope: str, key: str, wait_seconds: float = 0) -> Record:
         """The record as stored; with a wait, until an in-progress record changes state."""
-        deadline = time.monotonic() + wait_seconds
+        seen, now = self._wait_while(tenant_id, scope, key, wait_seconds, lambda seen, now: (
+            seen.state == State.IN_PROGRESS.value))
+        if seen is None or domain.expired(seen, now):
+            raise _verdict_error(Verdict.NOT_FOUND if seen is None else Verdict.EXPIRED,
+                                 seen, now)
+        return seen
+
+    def _wait_while(self, tenant_id: int, scope: str, key: str, seconds: float,
+                    waiting: Callable[[Record, Micros], bool]) -> tuple[Optional[Record], Micros]:
+        """Read the record until `waiting(record, now)` is false (or it is gone or expired),
+        or `seconds` are up; returns the last read. Reads every 50 ms, slowing to 500 ms;
+        no transaction or connection is held between reads."""
+        deadline = time.monotonic() + seconds
         pause = 0.05
         while True:
             now = self.clock()
             # A read is always safe to repeat: the first lookup after a database restart
             # finds its pooled connection dead, and gets an answer on a new one, not a 503.
             seen = self.through_outages(lambda: self.records.get(tenant_id, scope, key))
-            if seen is None or domain.expired(seen, now):
-                raise _verdict_error(Verdict.NOT_FOUND if seen is None else Verdict.EXPIRED,
-                                     seen, now)
             left = deadline - time.monotonic()
-            if seen.state != State.IN_PROGRESS.value or left <= 0:
-                return seen
-            sleep(min(pause, left))  # no transaction or connection is held while waiting
+            if seen is None or domain.expired(seen, now) or left <= 0 \
+                    or not waiting(seen, now):
+                return seen, now
+            self.sleep(min(pause, left))
             pause = min(pause * 1.5, 0.5)
 
     def expire(self, tenant_id: int, scope: str, key: str,

@@ -59,3 +59,33 @@ def test_waiting_takes_a_bounded_share_of_the_threads(small, e2e_url):
     assert 1 <= len(waited) <= 4, answers
     assert len([i for i in waited if i < 10]) <= 2, answers
     assert all(a[2] == "1" and a[3] < 2 for a in at_once), at_once
+
+
+def test_claims_that_wait_share_the_same_seats(small, e2e_url):
+    """Claim-and-wait (v1.1) is bounded like a long poll: past the seats, a claim answers
+    409 in_progress at once, and /healthz stays fast."""
+    holder = new_token(e2e_url, "lp2")
+    ref = {"scope": "invoice", "key": "slow-2"}
+    assert Api(small.url, holder).post("/v1/claim", {**ref, "lease_seconds": 120})[0] == 201
+    greedy = new_token(e2e_url, "lp2")
+    answers: list = [None] * 12
+
+    def claim(i: int) -> None:
+        started = time.monotonic()
+        status, body, headers = Api(small.url, greedy).post("/v1/claim",
+                                                             {**ref, "wait_seconds": WAIT})
+        answers[i] = (status, body["outcome"], time.monotonic() - started)
+    threads = [threading.Thread(target=claim, args=(i,)) for i in range(12)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    started = time.monotonic()
+    assert requests.get(small.url + "/healthz", timeout=10).status_code == 200
+    assert time.monotonic() - started < 0.5
+    for t in threads:
+        t.join(30)
+    assert all(a[:2] == (409, "in_progress") for a in answers), answers
+    waited = [a for a in answers if a[2] >= WAIT - 0.5]
+    assert 1 <= len(waited) <= 2, answers  # one seat per token in each of 2 workers
+    status, body, _ = Api(small.url, holder).get("/v1/keys", **ref)
+    assert body["record"]["duplicate_count"] == 12  # each claim counted once
