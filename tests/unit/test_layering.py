@@ -103,3 +103,24 @@ def test_the_domain_and_errors_use_only_the_standard_library():
             else:
                 continue
             assert roots <= set(sys.stdlib_module_names), f"{name} imports {roots}"
+
+
+PROVIDERS = PACKAGE / "hooks" / "providers"
+# The provider rules are pure: the standard library, and the reference library of the one
+# provider whose scheme is a published standard (Standard Webhooks).
+PROVIDER_LIBRARIES = set(sys.stdlib_module_names) | {"standardwebhooks"}
+
+
+def test_the_provider_rules_are_pure():
+    for path in PROVIDERS.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level >= 1:
+                assert node.level == 1, f"{path.name} reaches outside providers/"
+                continue
+            if isinstance(node, ast.Import):
+                roots = {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom):
+                roots = {node.module.split(".")[0]}
+            else:
+                continue
+            assert roots <= PROVIDER_LIBRARIES, f"{path.name} imports {roots}"
