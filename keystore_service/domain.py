@@ -27,6 +27,15 @@ class State(StrEnum):
 FINISHED = frozenset({State.SUCCEEDED.value, State.FAILED.value})
 
 
+class ReviewKind(StrEnum):
+    """What a review item is about (one open review per record and kind)."""
+
+    FINGERPRINT_MISMATCH = "fingerprint_mismatch"  # same key, other payload: refused
+    STALE_LEASE = "stale_lease"  # a lease ran out with an unknown outcome
+    DELIVERY_FAILED = "delivery_failed"  # the gateway gave up forwarding an event
+    LATE_REPEAT = "late_repeat"  # an expired key came back with its old fingerprint
+
+
 class OnStale(StrEnum):
     RECONCILE = "reconcile"
     RETRY = "retry"

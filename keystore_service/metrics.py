@@ -21,11 +21,13 @@ from sqlalchemy import bindparam, case, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from .db import Database
+from .domain import ReviewKind
 from .service import Events
 from .sql import Sql
 from .tables import lease_expiries, reviews
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+REVIEW_KINDS = tuple(ReviewKind)
 OTHER_SCOPE = "_other"  # the label of scopes beyond the cap (bounds the series count)
 AGE_BUCKETS = ((3600, "lt_1h"), (86_400, "1h_1d"), (7 * 86_400, "1d_7d"))  # then "ge_7d"
 LATENCY_BUCKETS = (.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30)
@@ -108,7 +110,7 @@ class OpenReviews:
         total = GaugeMetricFamily("keystore_open_reviews", "Open review items", labels=["kind"])
         by_age = GaugeMetricFamily("keystore_open_reviews_by_age",
                                    "Open review items by age", labels=["kind", "age"])
-        sums = dict.fromkeys(("fingerprint_mismatch", "stale_lease"), 0)
+        sums = dict.fromkeys(REVIEW_KINDS, 0)
         for kind, bucket, n in rows:
             sums[kind] = sums.get(kind, 0) + n
             by_age.add_metric([kind, bucket], n)

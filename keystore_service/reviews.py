@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from sqlalchemy import bindparam, func, select, text, update
+from sqlalchemy import bindparam, func, null, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from .db import Database
@@ -43,6 +43,7 @@ class Review:
     resolution: Optional[str]
     resolved_at: Optional[Micros]
     resolved_by: Optional[str]
+    kept: Optional[str] = None  # JSON: a refused body and headers kept for a person
 
     @property
     def refused(self) -> list[str]:
@@ -62,7 +63,7 @@ class ReviewStore:
         ).returning(*reviews.c), d)
         self._refused = Sql(update(reviews).where(V.id == bindparam("rid")).values(
             refused_fingerprints=bindparam("fps")), d)
-        closing = update(reviews).values(
+        closing = update(reviews).values(kept=null(),
             state="resolved", resolution=bindparam("resolution"), resolved_at=bindparam("now"),
             resolved_by=bindparam("actor"), updated_at=bindparam("now")).returning(V.id)
         self._close_kind = Sql(closing.where(
@@ -82,13 +83,16 @@ class ReviewStore:
             {c.name: bindparam(c.name) for c in resolutions.c if c.name != "id"}), d)
 
     def open_or_count(self, cur: Any, record: Record, kind: str, now: Micros,
-                      refused_fingerprint: Optional[str] = None, count: int = 1) -> Review:
-        """Open the record's review of `kind`, or count `count` more refusals on it."""
+                      refused_fingerprint: Optional[str] = None, count: int = 1,
+                      kept: Optional[str] = None) -> Review:
+        """Open the record's review of `kind`, or count `count` more refusals on it. `kept`
+        (what a person compares, JSON) is stored when the review opens, never replaced."""
         review = Review(*self._open.one(cur, {
             "tenant_id": record.tenant_id, "record_id": record.id, "scope": record.scope,
             "key": record.key, "incarnation": record.incarnation, "attempt": record.attempt,
             "kind": kind, "state": "open", "opened_at": now, "updated_at": now, "count": count,
-            "original_fingerprint": record.fingerprint, "refused_fingerprints": None}))
+            "original_fingerprint": record.fingerprint, "refused_fingerprints": None,
+            "kept": kept}))
         if refused_fingerprint is not None and refused_fingerprint not in review.refused:
             fps = ([refused_fingerprint] + review.refused)[:KEEP_FINGERPRINTS]
             self._refused.run(cur, {"rid": review.id, "fps": json.dumps(fps)})

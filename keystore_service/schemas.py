@@ -86,6 +86,8 @@ def Int(ge: int, le: int):  # noqa: N802 (a type factory)
     return Annotated[int, Ge(ge), Le(le), BeforeValidator(_integral)]
 
 
+ReviewKindName = Literal["fingerprint_mismatch", "stale_lease", "delivery_failed",
+                         "late_repeat"]  # domain.ReviewKind (a test keeps them equal)
 Scope = Annotated[str, StringConstraints(min_length=1, max_length=128,
                                          pattern=r"^[A-Za-z0-9_.:\-]+$")]
 Key = Text(1, 512)
@@ -228,7 +230,7 @@ class ResolveRequest(RecordRef):
 class ReviewsQuery(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)  # query strings
     state: Literal["open", "resolved"] = "open"
-    kind: Optional[Literal["fingerprint_mismatch", "stale_lease"]] = None
+    kind: Optional[ReviewKindName] = None
     scope: Optional[Scope] = None
     key: Optional[Key] = None
     min_age_seconds: QueryInt(0, 10 * 365 * 86_400) = 0  # ten years: older is all of them
@@ -268,7 +270,7 @@ class ResultOut(_Out):
 
 class ReviewOut(_Out):
     id: int
-    kind: Literal["fingerprint_mismatch", "stale_lease"]
+    kind: ReviewKindName
     scope: str
     key: str
     state: Literal["open", "resolved"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
+    LargeBinary,
     CheckConstraint,
     Column,
     ForeignKey,
@@ -131,6 +132,8 @@ attempts = Table(
     Index(None, "record_id", "incarnation", "attempt"),
 )
 
+REVIEW_KINDS = "('fingerprint_mismatch', 'stale_lease', 'delivery_failed', 'late_repeat')"
+
 # What needs a person: one open review per (record, kind); refused claims count on it.
 reviews = Table(
     "reviews", metadata,
@@ -151,7 +154,10 @@ reviews = Table(
     Column("resolution", String(24), nullable=True),
     Column("resolved_at", BigInteger, nullable=True),
     Column("resolved_by", Text, nullable=True),
-    CheckConstraint("kind IN ('fingerprint_mismatch', 'stale_lease')", name="kind"),
+    # What a person compares: a refused body kept with its review (JSON, at most 64 KiB of
+    # body; the gateway's held webhooks, and kept claim payloads), removed when it closes.
+    Column("kept", Text, nullable=True),
+    CheckConstraint(f"kind IN {REVIEW_KINDS}", name="kind"),
     CheckConstraint("state IN ('open', 'resolved')", name="state"),
     CheckConstraint("(state = 'open') = (resolution IS NULL)", name="resolution"),
     Index("uq_reviews_open", "record_id", "kind", unique=True,
@@ -236,4 +242,83 @@ lease_expiries = Table(
     Column("scope", exact_text(128), nullable=False, unique=True),
     Column("count", BigInteger, nullable=False),
     CheckConstraint("count >= 0", name="count"),
+)
+
+
+# --- the inbound webhook gateway (hooks/) -------------------------------------------------
+
+# A source: one provider account and workflow. Every secret it holds (signing secrets, the
+# destination's headers and secret, the ingest id itself) is in `sealed`, encrypted with a
+# key from the environment (KEYSTORE_SECRET_KEY): a database dump alone reveals none of them.
+# The ingest id is found by its SHA-256, as tokens are. The provider is checked by the API
+# against the provider modules (no CHECK: adding a provider is one module, no migration).
+hook_sources = Table(
+    "hook_sources", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("tenant_id", Integer, ForeignKey("tenants.id"), nullable=False),
+    Column("name", exact_text(64), nullable=False),
+    Column("provider", String(32), nullable=False),
+    Column("ingest_hash", String(64), nullable=False, unique=True),
+    Column("sealed", Text, nullable=False),
+    Column("config", Text, nullable=False),  # JSON: the provider options (no secret)
+    Column("destination_url", Text, nullable=False),
+    Column("timeout_seconds", Integer, nullable=False),
+    Column("ttl_seconds", BigInteger, nullable=False),
+    Column("retry_window_seconds", BigInteger, nullable=False),
+    Column("max_in_flight", Integer, nullable=False),
+    Column("keep_body_seconds", BigInteger, nullable=False),
+    Column("state", String(12), nullable=False),
+    Column("created_at", BigInteger, nullable=False),
+    Column("updated_at", BigInteger, nullable=False),
+    Column("paused_until", BigInteger, nullable=True),  # a 429/503 with Retry-After
+    Column("last_error", Text, nullable=True),  # a short reason, never a body
+    Column("last_error_at", BigInteger, nullable=True),
+    UniqueConstraint("tenant_id", "name"),
+    CheckConstraint("state IN ('active', 'disabled')", name="state"),
+    CheckConstraint("length(name) BETWEEN 1 AND 64", name="name_length"),
+    CheckConstraint("timeout_seconds BETWEEN 1 AND 60 AND max_in_flight >= 1 AND "
+                    "ttl_seconds >= 1 AND retry_window_seconds >= 1", name="limits"),
+)
+
+# One accepted event per record (scope `hook:<source>`, key = the event id): its body and
+# headers as they came, and where its forwarding is. The row goes with its record.
+hook_events = Table(
+    "hook_events", metadata,
+    Column("id", Id, primary_key=True),
+    Column("tenant_id", Integer, ForeignKey("tenants.id"), nullable=False),
+    Column("source_id", Integer, ForeignKey("hook_sources.id"), nullable=False),
+    Column("record_id", Id, ForeignKey("records.id", ondelete="CASCADE"), nullable=False,
+           unique=True),
+    Column("event_id", exact_text(), nullable=False),
+    Column("state", String(12), nullable=False),
+    Column("body", LargeBinary, nullable=True),  # None once dropped (keep_body_seconds)
+    Column("headers", Text, nullable=False),  # JSON [[name, value], ...] of the provider
+    Column("received_at", BigInteger, nullable=False),
+    Column("window_start", BigInteger, nullable=False),  # acceptance; a redelivery restarts
+    Column("next_attempt_at", BigInteger, nullable=True),
+    Column("attempts", Integer, nullable=False),  # Keystore-Attempt of the latest forward
+    Column("lease_holder", String(64), nullable=True),
+    Column("lease_until", BigInteger, nullable=True),
+    Column("delivered_at", BigInteger, nullable=True),
+    Column("body_dropped_at", BigInteger, nullable=True),
+    CheckConstraint("state IN ('queued', 'delivering', 'delivered', 'failed')", name="state"),
+    CheckConstraint("state <> 'delivering' OR lease_until IS NOT NULL", name="lease"),
+    Index(None, "state", "next_attempt_at"),
+    Index(None, "source_id", "state"),
+    Index(None, "tenant_id", "received_at"),
+)
+
+# Every forward of an event: when, how long, and what came back (a status or an error class,
+# and up to 4 KiB of the answer).
+hook_attempts = Table(
+    "hook_attempts", metadata,
+    Column("id", Id, primary_key=True),
+    Column("event_pk", Id, ForeignKey("hook_events.id", ondelete="CASCADE"), nullable=False),
+    Column("number", Integer, nullable=False),
+    Column("at", BigInteger, nullable=False),
+    Column("duration_ms", Integer, nullable=False),
+    Column("status_code", Integer, nullable=True),
+    Column("error", Text, nullable=True),
+    Column("answer", Text, nullable=True),
+    Index(None, "event_pk"),
 )

@@ -195,8 +195,8 @@ def signout():
 def queue():
     kind = request.args.get("kind") or None
     scope = request.args.get("scope", "").strip() or None
-    if kind not in (None, "fingerprint_mismatch", "stale_lease"):
-        raise FormError("kind is fingerprint_mismatch or stale_lease")
+    if kind not in (None, *domain.ReviewKind):
+        raise FormError("kind is one of " + ", ".join(domain.ReviewKind))
     if scope is not None:
         scope, _ = record_ref({"scope": scope, "key": "-"})
     page, cursor = _ks().operations.list_reviews(

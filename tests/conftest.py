@@ -69,7 +69,8 @@ def pg_url(pg_database):
 def truncate_pg(url: str) -> None:
     with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as conn:
         conn.execute("TRUNCATE attempts, reviews, resolutions, records, tokens, tenants, "
-                     "job_locks, rate_limits, report_counts, lease_expiries "
+                     "job_locks, rate_limits, report_counts, lease_expiries, hook_attempts, "
+                     "hook_events, hook_sources, ui_sessions "
                      "RESTART IDENTITY CASCADE")
 
 

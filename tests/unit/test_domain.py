@@ -201,3 +201,12 @@ def test_the_claim_table_covers_every_state(state, live, on_stale):
     lease = T0 + 600 * SECOND if live else T0  # the claim is made at T0 + 1 s
     d = claim(rec(state=state, lease_expires_at=lease, on_stale=on_stale))
     assert (d.row, d.outcome) == EXPECTED_ROWS[(state, live, on_stale)]
+
+
+def test_the_review_kinds_are_one_list_everywhere():
+    from typing import get_args
+
+    from keystore_service import schemas, tables
+    kinds = {k.value for k in domain.ReviewKind}
+    assert set(get_args(schemas.ReviewKindName)) == kinds
+    assert all(f"'{k}'" in tables.REVIEW_KINDS for k in kinds)

@@ -43,7 +43,7 @@ ALLOWED = {
     "operations": {"domain", "errors", "accounts", "reviews", "service", "sql", "tables"},
     "jobs": {"domain", "report", "service", "sql", "tables"},
     "report": {"domain", "db", "sql", "tables"},
-    "metrics": {"db", "service", "sql", "tables"},
+    "metrics": {"db", "domain", "service", "sql", "tables"},
     "ratelimit": {"errors", "db", "sql", "tables"},
     "oversight": {"db", "domain", "sql", "tables"},
     "secretstore": {"db", "sql", "tables"},
