@@ -53,6 +53,7 @@ class Accounts:
             .join_from(tokens, tenants, k.tenant_id == t.id)
             .where(k.token_hash == bindparam("h"), k.revoked_at.is_(None)), d)
         self._tenant_id = Sql(select(t.id).where(t.name == bindparam("name")), d)
+        self._tenant_name = Sql(select(t.name).where(t.id == bindparam("id")), d)
         self._count_tenants = Sql(select(func.count()).select_from(tenants), d)
         self._add_tenant = Sql(tenants.insert().values(
             name=bindparam("name"), created_at=bindparam("now")).returning(t.id), d)
@@ -73,6 +74,12 @@ class Accounts:
             return None
         return Principal(tenant_id=row[1], tenant=row[2], role=row[3], token_name=row[4],
                          token_id=row[5])
+
+    def tenant_name(self, tenant_id: int) -> str:
+        """The tenant's name ("-" for none); names never change, so callers may cache."""
+        with self.db.connection() as cur:
+            row = self._tenant_name.one(cur, {"id": tenant_id})
+        return row[0] if row else "-"
 
     def tenant_id(self, name: str) -> Optional[int]:
         with self.db.connection() as cur:

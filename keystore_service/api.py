@@ -12,6 +12,7 @@ from . import canonical, errors, schemas, versions
 from .auth import require_operator
 from .batch import Item, ItemResult
 from .domain import Outcome
+from .hooks.rules import is_hook_scope
 from .render import error_json, record_json, respond, review_json, rfc3339, validation_details
 from .service import Claim, KeyStoreService
 
@@ -71,6 +72,14 @@ def _metrics():
     return current_app.extensions["keystore"].metrics
 
 
+def _not_a_hook_scope(scope: str) -> None:
+    """Scopes beginning with `hook:` are the gateway's (contract v1.1): claims, batches and
+    the holder's calls there are 403; lookups, reviews and resolutions work."""
+    if is_hook_scope(scope):
+        raise errors.Forbidden("scopes beginning with hook: are the webhook gateway's own",
+                               details={"field": "scope"})
+
+
 @bp.get("/whoami")
 def whoami():
     p = g.principal
@@ -80,6 +89,7 @@ def whoami():
 @bp.post("/claim")
 def claim():
     body = _body(schemas.ClaimRequest)
+    _not_a_hook_scope(body.scope)
     ks = current_app.extensions["keystore"]
     settings, wait = ks.settings, body.wait_seconds or 0
     c = Claim(body.scope, body.key, _fingerprint(body, "payload"),
@@ -109,6 +119,7 @@ def claim():
 @bp.post("/claim/batch")
 def claim_batch():
     body = _body(schemas.BatchClaimRequest)
+    _not_a_hook_scope(body.scope)
     settings = current_app.extensions["keystore"].settings
     items = [Item(it.key, _fingerprint(it, f"items.{n}.payload"), *_version(it),
                   lease_token=it.lease_token) for n, it in enumerate(body.items)]
@@ -154,6 +165,7 @@ def _result_json(result: schemas.ResultIn | None) -> str:
 @bp.post("/complete")
 def complete():
     body = _body(schemas.CompleteRequest)
+    _not_a_hook_scope(body.scope)
     record = _service().complete(g.principal.tenant_id, body.scope, body.key, body.lease_token,
                                  body.state, _result_json(body.result),
                                  body.result.resource_id if body.result else None)
@@ -163,6 +175,7 @@ def complete():
 @bp.post("/release")
 def release():
     body = _body(schemas.ReleaseRequest)
+    _not_a_hook_scope(body.scope)
     record = _service().release(g.principal.tenant_id, body.scope, body.key, body.lease_token,
                                 body.reason)
     return respond({"record": _record(record)}, 200, record)
@@ -171,6 +184,7 @@ def release():
 @bp.post("/extend")
 def extend():
     body = _body(schemas.ExtendRequest)
+    _not_a_hook_scope(body.scope)
     record = _service().extend(g.principal.tenant_id, body.scope, body.key, body.lease_token,
                                body.lease_seconds, body.checkpoint, body.resource_id)
     return respond({"record": _record(record)}, 200, record)
@@ -217,11 +231,29 @@ def list_reviews():
 def resolve():
     require_operator(g.principal)
     body = _body(schemas.ResolveRequest)
+    if is_hook_scope(body.scope) and body.action in ("release", "redeliver"):
+        return _resolve_hook(body)
+    if body.action == "redeliver":
+        raise errors.InvalidRequest("redeliver is for the gateway's records (hook: scopes)",
+                                    details={"field": "action"})
     result = _result_json(body.result) if body.result is not None else None
     record, closed = current_app.extensions["keystore"].operations.resolve(
         g.principal, body.scope, body.key, body.action, body.review_id, result,
         body.result.resource_id if body.result else None)
     return respond({"record": _record(record), "closed_reviews": closed}, 200, record)
+
+
+def _resolve_hook(body: schemas.ResolveRequest):
+    """`release` would let a resend in again: 400. `redeliver` forwards the event again."""
+    if body.action == "release":
+        raise errors.InvalidRequest("release is not for an event of the gateway: it would let "
+                                    "a resend in again (redeliver it, or dismiss the review)",
+                                    details={"field": "action"})
+    ks = current_app.extensions["keystore"]
+    ks.gateway.deliveries.redeliver(g.principal.tenant_id, body.scope[len("hook:"):], body.key,
+                                    force=True)
+    record = ks.service.lookup(g.principal.tenant_id, body.scope, body.key)
+    return respond({"record": _record(record), "closed_reviews": []}, 200, record)
 
 
 @bp.get("/report")

@@ -13,7 +13,7 @@ from typing import Optional
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from . import bodies, canonical, db, errors, metrics, openapi, ui, ui_errors
+from . import bodies, canonical, db, errors, gateway, metrics, openapi, ui, ui_errors
 from .accounts import Accounts
 from .auth import Authenticator
 from .batch import BatchClaims
@@ -52,6 +52,7 @@ class Keystore:
     oversight: Oversight
     secrets: SecretStore
     waits: WaitSeats
+    gateway: gateway.Gateway
 
 
 def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> Keystore:
@@ -63,7 +64,8 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
     database = db.Database(engine)
     accounts, records = Accounts(database), RecordStore(database)
     observed = metrics.Metrics(settings.metrics_max_scopes, database)
-    service = KeyStoreService(records, ReviewStore(database), clock, observed)
+    reviews = ReviewStore(database)
+    service = KeyStoreService(records, reviews, clock, observed)
     return Keystore(settings, database, service, accounts,
                     Authenticator(accounts, settings.token_cache_seconds),
                     BatchClaims(service), Operations(service),
@@ -74,7 +76,9 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
                                 settings.rate_limit_window_seconds, clock),
                     Oversight(database), SecretStore(database),
                     WaitSeats.for_threads(threads, settings.wait_share,
-                                          settings.wait_token_share))
+                                          settings.wait_token_share),
+                    gateway.build(settings, database, records, reviews, accounts, clock,
+                                  observed))
 
 
 def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock, *,
@@ -89,7 +93,10 @@ def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock,
 
     _whole_bodies(app)  # first: everything after it sees a body of known length
     from .api import authenticate, bp
+    from .hooks_api import inbound, v1
     app.register_blueprint(bp)
+    app.register_blueprint(v1)
+    app.register_blueprint(inbound)
     ui.init_app(app)
     _service_endpoints(app)
     _error_handlers(app)
@@ -101,6 +108,8 @@ def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock,
         app.extensions["keystore_timer"] = Timer(
             keystore.jobs, settings.reconcile_interval_seconds,
             settings.sweep_interval_seconds).start()
+        if settings.relay_in_serve:
+            keystore.gateway.start_relay(settings)
     return app
 
 
@@ -109,7 +118,8 @@ def _whole_bodies(app: Flask) -> None:
 
     @app.before_request
     def _buffer_chunked() -> None:
-        bodies.buffer_chunked(request.environ, limit)
+        if not request.path.startswith("/hooks/"):  # the ingest reads it after its 404
+            bodies.buffer_chunked(request.environ, limit)
 
     @app.after_request
     def _read_the_rest(resp: Response) -> Response:

@@ -43,6 +43,14 @@ def _check_strings(value: Any) -> None:
 
 def parse_json_object(raw: bytes) -> dict:
     """Parse a request body that must be one JSON object; ValueError if it is not."""
+    value = parse_json_value(raw)
+    if not isinstance(value, dict):
+        raise ValueError("the body must be a JSON object")
+    return value
+
+
+def parse_json_value(raw: bytes) -> Any:
+    """Parse any JSON text as strictly as a request body; ValueError if it is not I-JSON."""
     try:
         text = raw.decode("utf-8")
         value = json.loads(text, object_pairs_hook=_pairs, parse_constant=_no_constant)
@@ -52,8 +60,6 @@ def parse_json_object(raw: bytes) -> dict:
         raise
     except (ValueError, RecursionError) as exc:
         raise ValueError(_describe(exc)) from None
-    if not isinstance(value, dict):
-        raise ValueError("the body must be a JSON object")
     return value
 
 

@@ -3,6 +3,7 @@
     KeystoreError
      +-- InvalidRequest        400 invalid_request
      +-- Unauthorized          401 unauthorized
+     +-- InvalidSignature      401 invalid_signature (inbound webhooks only)
      +-- Forbidden             403 forbidden
      +-- NotFound              404 not_found
      +-- Expired               404 expired
@@ -11,6 +12,7 @@
      +-- NeedsReconciliation   409 needs_reconciliation
      +-- LeaseLost             409 lease_lost
      +-- AlreadyCompleted      409 already_completed
+     +-- BodyDropped           409 body_dropped (a redelivery after the body's retention)
      +-- PayloadTooLarge       413 payload_too_large
      +-- UriTooLong            414 uri_too_long (the request line; answered by the server)
      +-- HeadersTooLarge       431 headers_too_large (answered by the server)
@@ -50,6 +52,11 @@ class Unauthorized(KeystoreError):
     code, status, default_message = "unauthorized", 401, "a valid bearer token is required"
 
 
+class InvalidSignature(KeystoreError):
+    code, status = "invalid_signature", 401
+    default_message = "the webhook's signature is missing, wrong or too old"
+
+
 class Forbidden(KeystoreError):
     code, status, default_message = "forbidden", 403, "this token's role may not do that"
 
@@ -83,6 +90,11 @@ class LeaseLost(KeystoreError):
 class AlreadyCompleted(KeystoreError):
     code, status = "already_completed", 409
     default_message = "the record is already finished with a different state or result"
+
+
+class BodyDropped(KeystoreError):
+    code, status = "body_dropped", 409
+    default_message = "the event's body is no longer kept; it cannot be forwarded again"
 
 
 class PayloadTooLarge(KeystoreError):

@@ -24,7 +24,7 @@ from .db import Database
 from .domain import ReviewKind
 from .service import Events
 from .sql import Sql
-from .tables import lease_expiries, reviews
+from .tables import hook_events, hook_sources, lease_expiries, reviews, tenants
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 REVIEW_KINDS = tuple(ReviewKind)
@@ -42,6 +42,13 @@ DB_ERRORS = Counter("keystore_database_errors_total",
 DURATION = Histogram("keystore_request_duration_seconds", "Request duration by endpoint",
                      ["endpoint"], buckets=LATENCY_BUCKETS)
 _REPEATS = frozenset({"replay", "in_progress", "needs_reconciliation"})
+HOOKS_RECEIVED = Counter("keystore_hooks_received_total", "Webhook deliveries received, by "
+                         "what became of them", ["tenant", "source", "status"])
+HOOK_FORWARDS = Counter("keystore_hook_forwards_total", "Forwards of accepted events, by "
+                        "outcome", ["tenant", "source", "outcome"])
+FORWARD_DURATION = Histogram("keystore_hook_forward_duration_seconds",
+                             "How long a destination took to answer a forward",
+                             ["tenant", "source"], buckets=LATENCY_BUCKETS)
 
 
 class Metrics(Events):
@@ -85,11 +92,45 @@ class Metrics(Events):
         else:
             self._count_expiries.run(cur, {"scope": scope, "n": count})
 
+    def hook_received(self, tenant: str, source: str, status: str) -> None:
+        HOOKS_RECEIVED.labels(tenant, source, status).inc()
+
+    def forward(self, tenant: str, source: str, outcome: str, seconds: float) -> None:
+        HOOK_FORWARDS.labels(tenant, source, outcome).inc()
+        FORWARD_DURATION.labels(tenant, source).observe(seconds)
+
     def database_error(self, kind: str = "unavailable") -> None:
         DB_ERRORS.labels(kind).inc()
 
     def request(self, endpoint: str, seconds: float) -> None:
         DURATION.labels(endpoint).observe(seconds)
+
+
+class HookQueues:
+    """keystore_hook_queue_depth{tenant,source} and keystore_hook_oldest_queued_seconds,
+    from the database at scrape time (right however many relays and instances there are)."""
+
+    def __init__(self, db: Database, clock):
+        self.db, self.clock = db, clock
+
+    def collect(self) -> Iterable:
+        e, s, t = hook_events.c, hook_sources.c, tenants.c
+        stmt = (select(t.name, s.name, func.count(e.id), func.min(e.received_at))
+                .select_from(hook_sources.join(tenants, t.id == s.tenant_id).outerjoin(
+                    hook_events, (e.source_id == s.id) & (e.state == "queued")))
+                .group_by(t.name, s.name))
+        with self.db.connection() as cur:
+            rows = Sql(stmt, self.db.engine.dialect, bound=True).all(cur)
+        depth = GaugeMetricFamily("keystore_hook_queue_depth", "Accepted events waiting to "
+                                  "be forwarded", labels=["tenant", "source"])
+        oldest = GaugeMetricFamily("keystore_hook_oldest_queued_seconds", "Age of the oldest "
+                                   "event waiting to be forwarded", labels=["tenant", "source"])
+        now = self.clock()
+        for tenant, source, n, first in rows:
+            depth.add_metric([tenant, source], n)
+            oldest.add_metric([tenant, source], (now - first) / 1_000_000 if first else 0)
+        yield depth
+        yield oldest
 
 
 class OpenReviews:
@@ -149,10 +190,12 @@ def exposition(db: Database, clock, max_scopes: int = 100) -> bytes:
     if os.environ.get(MULTIPROC_ENV):
         multiprocess.MultiProcessCollector(registry)
     else:
-        for metric in (CLAIMS, DUPLICATES, MISMATCHES, DB_ERRORS, DURATION):
+        for metric in (CLAIMS, DUPLICATES, MISMATCHES, DB_ERRORS, DURATION, HOOKS_RECEIVED,
+                       HOOK_FORWARDS, FORWARD_DURATION):
             registry.register(metric)
     registry.register(OpenReviews(db, clock))
     registry.register(LeaseExpiries(db, max_scopes))
+    registry.register(HookQueues(db, clock))
     return generate_latest(registry)
 
 

@@ -23,6 +23,9 @@ from .sql import Sql
 from .tables import records, reviews
 
 ACTIONS = ("mark_succeeded", "mark_failed", "release", "dismiss")
+# Reviews a person may close leaving the record as it is: a mismatch (the original stands)
+# and a failed delivery (it stays failed).
+DISMISSABLE = (domain.ReviewKind.FINGERPRINT_MISMATCH, domain.ReviewKind.DELIVERY_FAILED)
 V = reviews.c
 RESULT = list(records.c.keys()).index("result")
 
@@ -148,7 +151,7 @@ class Operations:
             raise errors.InvalidRequest("dismiss keeps the original of a fingerprint mismatch; "
                                         "a stale lease needs mark_succeeded, mark_failed or "
                                         "release")
-        mismatches = [r for r in open_reviews if r.kind == "fingerprint_mismatch"]
+        mismatches = [r for r in open_reviews if r.kind in DISMISSABLE]
         if not mismatches:
             if open_reviews:
                 raise errors.InvalidRequest("dismiss is for fingerprint mismatches; this record"

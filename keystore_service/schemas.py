@@ -212,11 +212,11 @@ class ExpireRequest(RecordRef):
 class ResolveRequest(RecordRef):
     # A result belongs to mark_succeeded or mark_failed only (said here for /openapi.json).
     model_config = ConfigDict(json_schema_extra={
-        "if": {"properties": {"action": {"enum": ["release", "dismiss"]}},
+        "if": {"properties": {"action": {"enum": ["release", "dismiss", "redeliver"]}},
                "required": ["action"]},
         "then": {"properties": {"result": {"type": "null"}}}})
 
-    action: Literal["mark_succeeded", "mark_failed", "release", "dismiss"]
+    action: Literal["mark_succeeded", "mark_failed", "release", "dismiss", "redeliver"]
     review_id: Optional[Int(1, 2**63 - 1)] = None
     result: Optional[ResultIn] = Field(None, description="With mark_succeeded or mark_failed.")
 

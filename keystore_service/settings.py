@@ -1,9 +1,9 @@
 """Configuration from the environment (prefix KEYSTORE_): the only reader of os.environ."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 HOUR = 3600
@@ -57,6 +57,25 @@ class Settings(BaseSettings):
     # answered at once with Retry-After. A waiting request holds a thread for up to 30 s.
     wait_share: float = Field(0.5, ge=0, le=1)
     wait_token_share: float = Field(0.5, gt=0, le=1)
+    # The gateway (docs/webhooks.md). Fernet keys that seal sources' secrets (comma-separated:
+    # the first seals, all open), or a file holding them; `keystore serve` on SQLite makes
+    # <database>.key beside the database when neither is set.
+    secret_key: Optional[SecretStr] = None
+    secret_key_file: Optional[str] = None
+    # The ingest URLs' scheme and host as providers reach them (behind a proxy); otherwise
+    # the URL a source was created through.
+    public_url: Optional[str] = None
+    # Forwarding: events forwarded at once by each relay (each worker of `keystore serve`
+    # runs one; `keystore relay` more), and whether serve runs its relays at all.
+    relay_concurrency: int = Field(16, ge=1, le=256)
+    relay_in_serve: bool = True
+    # A destination on a link-local or cloud-metadata address (169.254.0.0/16, fe80::/10,
+    # fd00:ec2::254) is refused: a tenant's operator chooses the URL, and on a shared key
+    # store that must not reach the host's metadata service. Loopback and private: allowed.
+    hook_allow_link_local: bool = False
+    # Deliveries a source takes per second in each process before answering 429 (0: no
+    # limit). Providers resend what was refused, so nothing is lost.
+    hook_rate_limit_per_second: float = Field(200, ge=0, le=1_000_000)
     # Benchmarks only: POST /bench/noop parses a JSON body and answers, through the same app
     # and server configuration, as the ceiling a claim is measured against (docs/benchmarks.md).
     bench_noop: bool = False

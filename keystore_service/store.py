@@ -71,6 +71,7 @@ class RecordStore:
         self._get = Sql(select(records).where(
             R.tenant_id == bindparam("tenant_id"), R.scope == bindparam("scope"),
             R.key == bindparam("key")), dialect)
+        self._by_id = Sql(select(records).where(R.id == bindparam("id")), dialect)
         self._history = Sql(attempts.insert().values(
             {c.name: bindparam(c.name) for c in attempts.c if c.name != "id"}), dialect)
         self._attempts_of = Sql(select(attempts).where(
@@ -89,6 +90,10 @@ class RecordStore:
                 row = self._get.one(c, params)
         return Record(*row) if row else None
 
+    def by_id(self, cur: Any, record_id: int) -> Optional[Record]:
+        row = self._by_id.one(cur, {"id": record_id})
+        return Record(*row) if row else None
+
     def attempt_history(self, record_id: int) -> list[dict]:
         with self.db.connection() as cur:
             rows = self._attempts_of.all(cur, {"record_id": record_id})
@@ -97,10 +102,14 @@ class RecordStore:
 
     # --- writes ------------------------------------------------------------------------
 
-    def claim(self, values: dict) -> Optional[Record]:
-        """Insert the new record, or count a plain repeat; None when the domain must decide."""
-        with self.db.connection() as cur:
+    def claim(self, values: dict, cur: Any = None) -> Optional[Record]:
+        """Insert the new record, or count a plain repeat; None when the domain must decide.
+        On the caller's cursor (inside its transaction) when given one."""
+        if cur is not None:
             row = self._claim.one(cur, values)
+        else:
+            with self.db.connection() as c:
+                row = self._claim.one(c, values)
         return Record(*row) if row else None
 
     def compare_and_set(self, seen: Record, changes: dict, cur: Any = None,

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from sqlalchemy import (
     BigInteger,
-    LargeBinary,
     CheckConstraint,
     Column,
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     MetaData,
     String,
     Table,

@@ -29,7 +29,7 @@ ALLOWED = {
     "render": {"errors", "domain", "versions", "reviews", "logs"},
     "openapi": {"schemas"},
     "api": {"canonical", "errors", "schemas", "auth", "batch", "domain", "render", "service",
-            "versions"},
+            "versions", "hooks"},
     "server": {"accounts", "app", "db", "errors", "logs", "metrics", "migrate", "service",
                "settings"},
     "gunicorn_conf": {"server", "settings"},
@@ -37,7 +37,7 @@ ALLOWED = {
     "app": {"canonical", "db", "errors", "openapi", "accounts", "auth", "batch", "render",
             "service", "settings", "store", "api", "reviews", "metrics", "jobs", "operations",
             "report", "ratelimit", "oversight", "secretstore", "ui", "ui_errors", "waiting",
-            "bodies"},
+            "bodies", "gateway", "hooks_api"},
     "cli": {"migrate", "accounts", "db", "render", "server", "service", "settings", "app",
             "logs", "queries"},
     "operations": {"domain", "errors", "accounts", "reviews", "service", "sql", "tables"},
@@ -59,7 +59,40 @@ ALLOWED = {
     "waiting": set(),
     "bodies": {"errors"},
     "logs": set(),
+    # the gateway: its storage beside the records' store, its views beside api's
+    "sealing": {"errors"},
+    "sourcestore": {"db", "domain", "sql", "tables"},
+    "hookstore": {"db", "domain", "sql", "tables"},
+    "hook_schemas": {"queries", "schemas", "settings"},
+    "hooks_api": {"api", "auth", "bodies", "errors", "hook_schemas", "hooks", "render"},
+    "gateway": {"accounts", "db", "hooks", "hooks_api", "hookstore", "reviews", "sealing",
+                "service", "settings", "sourcestore", "store"},
 }
+
+# keystore_service/hooks/: the gateway's use cases (module -> project modules it may import;
+# `providers` and the other names of this folder are its own modules)
+HOOKS = PACKAGE / "hooks"
+HOOKS_ALLOWED = {
+    "rules": {"canonical", "domain"},
+    "destinations": set(),
+    "ingest": {"domain", "errors", "accounts", "hookstore", "reviews", "sealing", "service",
+               "sourcestore", "store", "providers", "rules"},
+    "sources": {"domain", "errors", "sealing", "sourcestore", "destinations", "providers",
+                "rules", "ingest"},
+    "deliveries": {"domain", "errors", "hookstore", "reviews", "sourcestore", "sql", "store",
+                   "tables", "rules"},
+    "forwarding": {"domain", "hookstore", "reviews", "sealing", "sourcestore", "store",
+                   "destinations", "rules"},
+    "relay": {"forwarding"},
+}
+
+
+def test_the_gateways_modules_point_down_only():
+    modules = {p.stem for p in HOOKS.glob("*.py") if p.stem != "__init__"}
+    assert modules == set(HOOKS_ALLOWED), "add new modules of hooks/ to HOOKS_ALLOWED"
+    for name, allowed in HOOKS_ALLOWED.items():
+        extra = project_imports(HOOKS / f"{name}.py") - allowed
+        assert not extra, f"hooks/{name} imports {extra}"
 
 
 def project_imports(path: Path) -> set[str]:

@@ -94,6 +94,7 @@ def fresh(timestamp: int, now: int) -> bool:
 
 
 PROVIDERS: dict[str, Provider] = {}
+_loaded: list[bool] = []
 
 
 def register(provider: Provider) -> Provider:
@@ -103,19 +104,20 @@ def register(provider: Provider) -> Provider:
 
 def provider(name: str) -> Provider:
     """The registered provider `name` (the provider modules are imported on first use)."""
-    if not PROVIDERS:
-        _load()
+    _load()
     return PROVIDERS[name]
 
 
 def names() -> list[str]:
-    if not PROVIDERS:
-        _load()
+    _load()
     return sorted(PROVIDERS)
 
 
 def _load() -> None:
+    if _loaded:
+        return
     import importlib
     import pkgutil
     for module in pkgutil.iter_modules(__path__):
         register(importlib.import_module(f"{__name__}.{module.name}").PROVIDER)
+    _loaded.append(True)

@@ -1,0 +1,98 @@
+"""The inbound webhook gateway's parts, built once per process (like app.build for the rest):
+the sealer, sources, ingest, deliveries, forwarding, the per-source rate buckets, and the
+relay that `keystore serve` runs in each worker and `keystore relay` runs alone."""
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+from sqlalchemy.engine import make_url
+
+from .accounts import Accounts
+from .db import Database, normalise_url
+from .hooks.deliveries import Deliveries
+from .hooks.forwarding import Forwarding
+from .hooks.ingest import Ingest
+from .hooks.relay import Relay
+from .hooks.sources import Sources
+from .hooks_api import RateBuckets
+from .hookstore import HookStore
+from .reviews import ReviewStore
+from .sealing import Sealer, keys_from
+from .service import Clock
+from .settings import Settings
+from .sourcestore import SourceStore
+from .store import RecordStore
+
+log = logging.getLogger("keystore.gateway")
+
+
+@dataclass
+class Gateway:
+    sealer: Sealer
+    sources: Sources
+    ingest: Ingest
+    deliveries: Deliveries
+    forwarding: Forwarding
+    hook_rate: RateBuckets
+    relay: Optional[Relay] = None
+
+    def wake(self) -> None:
+        if self.relay is not None:
+            self.relay.wake()
+
+    def start_relay(self, settings: Settings, holder: Optional[str] = None) -> Relay:
+        url = None if self.forwarding.events.sqlite else _plain(settings.database_url)
+        self.relay = Relay(self.forwarding, settings.relay_concurrency, holder, url).start()
+        return self.relay
+
+
+def build(settings: Settings, database: Database, records: RecordStore, reviews: ReviewStore,
+          accounts: Accounts, clock: Clock, observed: Any) -> Gateway:
+    sealer = Sealer(keys_from(settings.secret_key.get_secret_value()
+                              if settings.secret_key else None, _key_file(settings)))
+    sources, events = SourceStore(database), HookStore(database)
+    gateway: Gateway
+    tenant_name = functools.lru_cache(maxsize=4096)(accounts.tenant_name)
+    ingest = Ingest(sources, events, records, reviews, sealer, clock,
+                    settings.token_cache_seconds, wake=lambda: gateway.wake(),
+                    received=observed.hook_received, tenant_name=tenant_name)
+    deliveries = Deliveries(sources, events, records, reviews, clock,
+                            wake=lambda: gateway.wake())
+    forwarding = Forwarding(sources, events, records, reviews, sealer, clock,
+                            tenant_name,
+                            settings.hook_allow_link_local, observed=observed)
+    gateway = Gateway(sealer, Sources(sources, sealer, clock, settings.hook_allow_link_local),
+                      ingest, deliveries, forwarding,
+                      RateBuckets(settings.hook_rate_limit_per_second))
+    return gateway
+
+
+def _key_file(settings: Settings) -> Optional[str]:
+    path = settings.secret_key_file
+    if not path:
+        return None
+    try:
+        return Path(path).read_text()
+    except OSError as exc:
+        raise SystemExit(f"keystore: cannot read KEYSTORE_SECRET_KEY_FILE ({exc.strerror})") \
+            from None
+
+
+def default_key_file(database_url: str) -> Optional[Path]:
+    """Where `keystore serve` keeps a key of its own for an SQLite store with none
+    configured: beside the database file (back it up with the database; keep it apart from
+    dumps). None for PostgreSQL: several instances must share one key, so it is set."""
+    url = make_url(normalise_url(database_url))
+    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
+        return None
+    return Path(url.database).expanduser().resolve().with_suffix(".key")
+
+
+def _plain(url: str) -> str:
+    """A libpq URL for psycopg.connect (LISTEN): without SQLAlchemy's +psycopg."""
+    return make_url(normalise_url(url)).set(drivername="postgresql").render_as_string(
+        hide_password=False)

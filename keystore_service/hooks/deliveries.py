@@ -1,0 +1,122 @@
+"""Deliveries, as operators see and mend them: list them (newest first, with their newest
+attempts), and redeliver one under the same identity (same Idempotency-Key and webhook-id,
+Keystore-Attempt counting on, the retry window starting again)."""
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Optional
+
+from sqlalchemy import select
+
+from .. import domain, errors
+from ..domain import Micros, State
+from ..hookstore import Attempt, Event, HookStore
+from ..reviews import ReviewStore
+from ..sourcestore import SourceStore
+from ..sql import Sql
+from ..store import RecordStore
+from ..tables import hook_events, hook_sources
+from . import rules
+
+E, S = hook_events.c, hook_sources.c
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    source: str
+    event: Event
+    attempts: list[Attempt]
+
+
+class Deliveries:
+    def __init__(self, sources: SourceStore, events: HookStore, records: RecordStore,
+                 reviews: ReviewStore, clock: Callable[[], Micros],
+                 wake: Callable[[], None] = lambda: None):
+        self.sources, self.events, self.records, self.reviews = sources, events, records, \
+            reviews
+        self.clock, self.wake = clock, wake
+
+    def list(self, tenant_id: int, source: Optional[str] = None, state: Optional[str] = None,
+             event_id: Optional[str] = None, limit: int = 50,
+             cursor: Optional[str] = None) -> tuple[list[Delivery], Optional[str]]:
+        """Deliveries newest first (no body), with the cursor of the next page."""
+        cols = [c for c in hook_events.c if c.name != "body"]
+        stmt = (select(S.name, *cols, E.body.is_not(None)).join(hook_sources,
+                                                                 S.id == E.source_id)
+                .where(E.tenant_id == tenant_id)
+                .order_by(E.received_at.desc(), E.id.desc()).limit(limit + 1))
+        if source:
+            stmt = stmt.where(S.name == source)
+        if state:
+            stmt = stmt.where(E.state == state)
+        if event_id:
+            stmt = stmt.where(E.event_id == event_id)
+        if cursor:
+            at, last = _decode(cursor)
+            stmt = stmt.where((E.received_at < at) | ((E.received_at == at) & (E.id < last)))
+        with self.events.db.connection() as cur:
+            rows = Sql(stmt, self.events.db.engine.dialect, bound=True).all(cur)[:limit + 1]
+            page = rows[:limit]
+            attempts = self.events.attempts_of(cur, [row[1] for row in page])
+        out = []
+        for row in page:
+            fields = dict(zip([c.name for c in cols], row[1:-1], strict=True))
+            kept = b"" if row[-1] else None  # the listing never carries bodies
+            out.append(Delivery(row[0], Event(body=kept, **fields), attempts.get(row[1], [])))
+        more = len(rows) > limit
+        last = out[-1].event if out else None
+        return out, (_encode(last.received_at, last.id) if more and last else None)
+
+    def redeliver(self, tenant_id: int, source_name: str, event_id: str,
+                  force: bool = False) -> Delivery:
+        """Forward the event again: 409 in_progress while queued or being forwarded, 409
+        already_completed for a delivered one without `force`, 409 body_dropped when its body
+        is gone. Closes its delivery_failed review (resolution `redelivered`)."""
+        now = self.clock()
+        source = self.sources.named(tenant_id, source_name)
+        if source is None:
+            raise errors.NotFound(f"no source named {source_name!r}")
+        with self.events.transaction() as cur:
+            record = self.records.get(tenant_id, rules.scope_of(source.name), event_id, cur)
+            event = self.events.of_record(cur, record.id) if record is not None else None
+            if event is None:
+                raise errors.NotFound("no such event of this source")
+            if event.state in ("queued", "delivering"):
+                raise errors.InProgress("the event is queued or being forwarded")
+            if event.state == "delivered" and not force:
+                raise errors.AlreadyCompleted("the event was delivered; redeliver it with "
+                                              "force: true")
+            if event.body is None:
+                raise errors.BodyDropped()
+            again = self.events.redeliver(cur, event, now)
+            if again is None:  # changed under us: another redelivery won
+                raise errors.InProgress("the event is queued or being forwarded")
+            if record.state in domain.FINISHED:
+                window_end = rules.window_end(now, source.retry_window_seconds)
+                self.records.compare_and_set(record, {
+                    "state": State.IN_PROGRESS.value, "lease_expires_at": window_end,
+                    "result": None, "result_resource_id": None}, cur)
+            self.reviews.close(cur, record.id, "redelivered", now,
+                               kind=domain.ReviewKind.DELIVERY_FAILED.value)
+        self.wake()
+        return Delivery(source.name, again, [])
+
+
+def _encode(received_at: int, pk: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps([received_at, pk]).encode()).decode().rstrip("=")
+
+
+def _decode(cursor: str) -> tuple[int, int]:
+    try:
+        text = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        at, pk = json.loads(text)
+        ok = all(type(v) is int and 0 <= v < 2 ** 63 for v in (at, pk))
+        if not ok or _encode(at, pk) != cursor:
+            raise ValueError
+        return at, pk
+    except (ValueError, TypeError, UnicodeDecodeError):
+        raise errors.InvalidRequest("the cursor is not one this service gave out",
+                                    details={"field": "cursor"}) from None

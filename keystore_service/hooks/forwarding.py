@@ -1,0 +1,181 @@
+"""Forwarding accepted events, one attempt at a time: take due events under a lease, POST
+each to its destination, and settle the attempt in one transaction (the event's state, its
+attempt, its record, a review when it is given up, the source's pause and last error) only
+while the attempt still holds its lease. The relay (relay.py) runs this in threads."""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import random as _random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Optional
+
+import requests
+from standardwebhooks import Webhook
+
+from .. import domain
+from ..domain import SECOND, Micros, State
+from ..hookstore import Event, HookStore
+from ..reviews import ReviewStore
+from ..sealing import Sealer
+from ..sourcestore import Source, SourceStore
+from ..store import RecordStore
+from . import destinations, rules
+from .rules import Outcome
+
+log = logging.getLogger("keystore.relay")
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    event: Event
+    source: Source
+    tenant: str
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    status: Optional[int]  # None: no answer (no connection, a timeout, a refused address)
+    error: Optional[str]  # a short reason when there was no answer
+    answer: str  # up to 4 KiB of the answer
+    retry_after: Optional[str]
+    duration_ms: int
+
+
+class Forwarding:
+    def __init__(self, sources: SourceStore, events: HookStore, records: RecordStore,
+                 reviews: ReviewStore, sealer: Sealer, clock: Callable[[], Micros],
+                 tenant_name: Callable[[int], str], allow_link_local: bool = False,
+                 random: Callable[[], float] = _random.random,
+                 observed: Any = None):
+        self.sources, self.events, self.records, self.reviews = sources, events, records, \
+            reviews
+        self.sealer, self.clock, self.tenant_name = sealer, clock, tenant_name
+        self.allow_link_local, self.random, self.observed = allow_link_local, random, observed
+
+    def take(self, holder: str, limit: int) -> list[Job]:
+        """Up to `limit` due events, each now leased to `holder`."""
+        now = self.clock()
+        with self.events.transaction() as cur:
+            taken = self.events.take_due(cur, holder, now, limit)
+            sources = {sid: self.sources.by_id(sid, cur) for sid in {e.source_id for e in taken}}
+        return [Job(e, sources[e.source_id], self.tenant_name(e.tenant_id)) for e in taken]
+
+    def forward(self, job: Job, session: requests.Session) -> Result:
+        """One POST of the event to its destination: original body bytes and Content-Type,
+        the provider's headers, the destination's, the gateway's; no redirects followed."""
+        source, event = job.source, job.event
+        started = time.monotonic()
+        try:
+            destinations.check_address(source.destination_url, self.allow_link_local)
+        except destinations.Refused as exc:
+            return Result(None, str(exc), "", None, 0)
+        if event.body is None:
+            return Result(None, "the body is no longer kept", "", None, 0)
+        sealed = self.sealer.open(source.sealed)
+        signature = _sign(sealed.get("destination_secret"), event.event_id,
+                          self.clock() // SECOND, event.body)
+        headers = rules.forward_headers(json.loads(event.headers), sealed.get("headers") or {},
+                                        event.event_id, event.attempts, signature)
+        try:
+            with session.post(source.destination_url, data=event.body, headers=headers,
+                              timeout=(min(5, source.timeout_seconds), source.timeout_seconds),
+                              allow_redirects=False, stream=True) as resp:
+                raw = resp.raw.read(rules.ANSWER_KEPT_BYTES, decode_content=True) or b""
+                return Result(resp.status_code, None, rules.answer_text(raw),
+                              resp.headers.get("Retry-After"), _ms(started))
+        except requests.Timeout:
+            return Result(None, "timeout", "", None, _ms(started))
+        except requests.ConnectionError:
+            return Result(None, "no connection", "", None, _ms(started))
+        except (requests.RequestException, ValueError, OSError) as exc:
+            return Result(None, type(exc).__name__, "", None, _ms(started))
+
+    def settle(self, job: Job, holder: str, result: Result) -> Optional[Outcome]:
+        """Write the attempt's end; None when its lease was taken over meanwhile."""
+        now = self.clock()
+        source, event = job.source, job.event
+        outcome = rules.classify(result.status) if result.error is None or \
+            result.status is not None else (Outcome.FAILED if _final(result.error)
+                                            else Outcome.RETRY)
+        after = rules.retry_after(result.retry_after, now)
+        next_at = None
+        if outcome is Outcome.RETRY:
+            end = rules.window_end(event.window_start, source.retry_window_seconds)
+            next_at = rules.next_attempt(event.attempts, now, after, end, self.random)
+            if next_at is None:
+                outcome = Outcome.FAILED  # the next try would fall after the window
+        state = {Outcome.DELIVERED: "delivered", Outcome.RETRY: "queued",
+                 Outcome.FAILED: "failed"}[outcome]
+        with self.events.transaction() as cur:
+            if not self.events.settle(cur, event, holder, state, now, next_at):
+                return None
+            self.events.record_attempt(cur, event, now, result.duration_ms, result.status,
+                                       result.error, result.answer)
+            reason = None if outcome is Outcome.DELIVERED else (
+                result.error or f"HTTP {result.status}")
+            self.events.source_error(cur, source.id, reason, now)
+            if rules.pauses_source(result.status, after):
+                self.events.pause(cur, source.id, after)
+            if outcome is not Outcome.RETRY:
+                self._settle_record(cur, event, outcome, result, now)
+        if self.observed is not None:
+            self.observed.forward(job.tenant, source.name, outcome.value,
+                                  result.duration_ms / 1000)
+        return outcome
+
+    def _settle_record(self, cur, event: Event, outcome: Outcome, result: Result,
+                       now: Micros) -> None:
+        seen = self.records.by_id(cur, event.record_id)
+        if seen is None or seen.state != State.IN_PROGRESS.value:
+            return  # a person settled it meanwhile: theirs stands
+        delivered = outcome is Outcome.DELIVERED
+        state = State.SUCCEEDED.value if delivered else State.FAILED.value
+        changes = {"state": state, "lease_expires_at": None, "result_resource_id": None,
+                   "result": rules.result_of(result.status, result.answer,
+                                             None if delivered else result.error)}
+        new = self.records.compare_and_set(seen, changes, cur,
+                                           {"ending": state, "ended_at": now})
+        if new is not None and not delivered:
+            last = self.events.attempts_of(cur, [event.id]).get(event.id, [])[-5:]
+            kept = json.dumps({"attempts": [
+                {"at": a.at, "status_code": a.status_code, "error": a.error,
+                 "answer": (a.answer or "")[:512]} for a in last]})
+            self.reviews.open_or_count(cur, new, domain.ReviewKind.DELIVERY_FAILED, now,
+                                       kept=kept)
+
+
+def _final(error: str) -> bool:
+    """An error that no retry can mend (a refused destination, a body that is gone)."""
+    return error.startswith("the destination") or error.startswith("the body")
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def _sign(secret: Optional[str], event_id: str, timestamp: int,
+          body: bytes) -> Optional[dict[str, str]]:
+    """Standard Webhooks headers for a destination with a secret (`whsec_` + base64), by
+    the `standardwebhooks` library; a body that is not UTF-8 text (which the library cannot
+    take) is signed by its algorithm on the exact bytes."""
+    if not secret:
+        return None
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        key = base64.b64decode(secret.removeprefix("whsec_"))
+        signed = f"{event_id}.{timestamp}.".encode() + body
+        signature = "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()
+                                             ).decode()
+    else:
+        signature = Webhook(secret).sign(event_id, datetime.fromtimestamp(timestamp, UTC),
+                                         text)
+    return {"webhook-id": event_id, "webhook-timestamp": str(timestamp),
+            "webhook-signature": signature}

@@ -1,0 +1,194 @@
+"""POST /hooks/<ingest_id>: check the provider's signature, take its event id, record the
+event once (its record, body and headers in one transaction), and answer at once; the relay
+forwards it. The contract's ingest table, in its order:
+
+    unknown or disabled source      404 not_found
+    body over the limit             413 payload_too_large      (the view reads the body)
+    signature missing or wrong      401 invalid_signature       nothing stored
+    Slack url_verification          200 {"challenge": ...}      nothing stored
+    no event id                     400 invalid_request         nothing stored
+    new event id                    202 accepted                after the commit
+    seen, same body                 200 duplicate (+ Idempotent-Replayed: true)
+    seen, other body                200 held: a review keeps the body for a person
+A database error at any step is 503 with nothing stored: the provider resends later.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .. import domain, errors
+from ..accounts import hash_token
+from ..domain import SECOND, Micros, Record
+from ..hookstore import HookStore
+from ..reviews import ReviewStore
+from ..sealing import Sealer
+from ..service import claim_changes
+from ..sourcestore import Source, SourceStore
+from ..store import RecordStore, new_record_values
+from . import providers, rules
+from .providers import Headers, Inbound, InvalidSignature, MissingEventId
+from .rules import Arrival
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    body: dict
+    replayed: bool = False
+    tenant: str = "-"
+    source: str = "-"
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """A source with its secrets opened, cached for a few seconds per process."""
+
+    source: Source
+    secrets: list[str]
+
+
+def ingest_hash(ingest_id: str) -> str:
+    return hashlib.sha256(ingest_id.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class Ingest:
+    def __init__(self, sources: SourceStore, events: HookStore, records: RecordStore,
+                 reviews: ReviewStore, sealer: Sealer, clock: Callable[[], Micros],
+                 cache_seconds: float = 5.0, wake: Callable[[], None] = lambda: None,
+                 received: Callable[[str, str, str], None] = lambda *a: None,
+                 tenant_name: Callable[[int], str] = str):
+        self.sources, self.events, self.records, self.reviews = sources, events, records, \
+            reviews
+        self.sealer, self.clock, self.wake = sealer, clock, wake
+        self._received, self.tenant_name = received, tenant_name
+        self.cache_seconds = cache_seconds
+        self._cache: dict[str, tuple[Opened, float]] = {}
+        self._lock = threading.Lock()
+
+    def source(self, ingest_id: str) -> Opened:
+        """The active source of an ingest id; NotFound otherwise. A disabled source answers
+        404 from the next `cache_seconds` on in every worker (KEYSTORE_TOKEN_CACHE_SECONDS)."""
+        key = ingest_hash(ingest_id)
+        hit = self._cache.get(key)
+        if hit is not None and hit[1] > time.monotonic():
+            return hit[0]
+        found = self.sources.by_ingest_hash(key)
+        if found is None or not found.active:
+            raise errors.NotFound("no such webhook source")
+        opened = Opened(found, self.sealer.open(found.sealed)["secrets"])
+        if self.cache_seconds > 0:
+            with self._lock:
+                if len(self._cache) > 10_000:  # bounds memory with many sources
+                    self._cache.clear()
+                self._cache[key] = (opened, time.monotonic() + self.cache_seconds)
+        return opened
+
+    def received(self, source: Source, status: str) -> None:
+        self._received(self.tenant_name(source.tenant_id), source.name, status)
+
+    def accept(self, opened: Opened, headers: Headers, body: bytes) -> Answer:
+        """A delivery to `opened`'s ingest URL, by the table above (after 404 and 413)."""
+        source = opened.source
+        now = self.clock()
+        provider = providers.provider(source.provider)
+        inbound = Inbound(headers, body, now // SECOND)
+        status = "invalid_signature"
+        try:
+            provider.verify(inbound, opened.secrets, source.options)
+            status = "invalid_request"
+            challenge = provider.handshake(inbound)
+            if challenge is not None:
+                return Answer(200, challenge)
+            event_id = provider.event_id(inbound, source.options)
+        except InvalidSignature as exc:
+            self.received(source, status)
+            raise errors.InvalidSignature(str(exc)) from None
+        except MissingEventId as exc:
+            self.received(source, status)
+            raise errors.InvalidRequest(f"no event id: {exc}",
+                                        details={"field": "event_id"}) from None
+        fingerprint = rules.body_fingerprint(body, provider.volatile)
+        kept = rules.kept_headers(headers.items())
+        arrival = self._record(source, event_id, fingerprint, body, kept, now)
+        self.received(source, _STATUS[arrival])
+        if arrival in (Arrival.NEW, Arrival.NEW_INCARNATION):
+            self.wake()
+            return Answer(202, {"status": "accepted", "event_id": event_id})
+        return Answer(200, {"status": _STATUS[arrival], "event_id": event_id},
+                      replayed=arrival is Arrival.DUPLICATE)
+
+    def _record(self, source: Source, event_id: str, fingerprint: str, body: bytes,
+                headers: list, now: Micros) -> Arrival:
+        token_hash = hash_token("lt_" + secrets.token_urlsafe(24))  # the gateway holds it
+        window_end = rules.window_end(now, source.retry_window_seconds)
+        values = new_record_values(
+            source.tenant_id, rules.scope_of(source.name), event_id, fingerprint, token_hash,
+            now, window_end, now + source.ttl_seconds * SECOND, domain.OnStale.RETRY.value)
+        event = {"tenant_id": source.tenant_id, "source_id": source.id, "event_id": event_id,
+                 "state": "queued", "body": body, "headers": json.dumps(headers),
+                 "received_at": now, "window_start": now, "next_attempt_at": now,
+                 "attempts": 0, "lease_holder": None, "lease_until": None,
+                 "delivered_at": None, "body_dropped_at": None}
+        for _ in range(16):  # lost compare-and-set races; each needs another writer
+            with self.records.transaction() as cur:
+                row = self.records.claim(values, cur)  # insert, or count a plain repeat
+                if row is not None and row.lease_token_hash == token_hash:
+                    self.events.add(cur, record_id=row.id, **event)
+                    self._notify(cur)
+                    return Arrival.NEW
+                if row is not None:
+                    return Arrival.DUPLICATE  # counted by the statement
+                seen = self.records.get(source.tenant_id, values["scope"], event_id, cur)
+                if seen is None:
+                    continue  # purged in between: insert again
+                arrival = rules.decide_arrival(seen, fingerprint, now)
+                if self._write(cur, arrival, seen, values, event, body, headers, now):
+                    if arrival is Arrival.NEW_INCARNATION:
+                        self._notify(cur)
+                    return arrival
+        raise errors.Unavailable("too much contention on this event; the provider resends")
+
+    def _write(self, cur, arrival: Arrival, seen: Record, values: dict, event: dict,
+               body: bytes, headers: list, now: Micros) -> bool:
+        if arrival is Arrival.HELD:
+            held = {"headers": headers, "body": body.decode("utf-8", "replace")} \
+                if len(body) <= rules.HELD_BODY_BYTES else {"headers": headers, "body": None,
+                                                             "too_large": len(body)}
+            self.reviews.open_or_count(cur, seen, domain.ReviewKind.FINGERPRINT_MISMATCH, now,
+                                       refused_fingerprint=values["fingerprint"],
+                                       kept=json.dumps(held))
+            return True
+        if arrival is Arrival.DUPLICATE:
+            changes, ended = claim_changes(domain.Action.COUNT_REPEAT, seen, "retry", values,
+                                           now)
+            return self.records.compare_and_set(seen, changes, cur, ended) is not None
+        changes, ended = claim_changes(domain.Action.NEW_INCARNATION, seen, "retry", values,
+                                       now)
+        new = self.records.compare_and_set(seen, changes, cur, ended)
+        if new is None:
+            return False
+        if seen.review_id is not None:
+            self.reviews.close(cur, seen.id, "superseded", now)
+        old = self.events.of_record(cur, seen.id)
+        fields = {k: v for k, v in event.items()
+                  if k not in ("tenant_id", "source_id", "event_id")}
+        if old is None:
+            self.events.add(cur, record_id=new.id, **event)
+        else:
+            self.events.reset(cur, old, **fields)
+        return True
+
+    def _notify(self, cur) -> None:
+        if not self.records.db.sqlite:  # delivered to LISTENing relays at the commit
+            cur.execute("NOTIFY keystore_hooks")
+
+
+_STATUS = {Arrival.NEW: "accepted", Arrival.NEW_INCARNATION: "accepted",
+           Arrival.DUPLICATE: "duplicate", Arrival.HELD: "held"}
+

@@ -1,0 +1,118 @@
+"""The relay: a thread that takes due events and forwards them with a pool of threads.
+
+It wakes when its own process accepted an event (wake()), when PostgreSQL delivers a
+NOTIFY on `keystore_hooks` (any instance accepted one), and at least once a second for due
+retries, expired leases and missed signals. Any number of relays, in any processes and on
+any hosts sharing the database, work side by side: each attempt is leased.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Optional
+
+import requests
+
+from .forwarding import Forwarding, Job
+
+log = logging.getLogger("keystore.relay")
+SWEEP_SECONDS = 1.0  # the contract: every forwarder sweeps at least once a second
+
+
+def holder_name(suffix: str = "") -> str:
+    return f"{socket.gethostname()[:40]}:{os.getpid()}{suffix}"[:64]
+
+
+class Relay:
+    def __init__(self, forwarding: Forwarding, concurrency: int, holder: Optional[str] = None,
+                 listen_url: Optional[str] = None):
+        self.forwarding, self.concurrency = forwarding, concurrency
+        self.holder = holder or holder_name()
+        self.listen_url = listen_url
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._busy = 0
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="keystore-forward")
+        self._thread = threading.Thread(target=self._run, name="keystore-relay", daemon=True)
+        self.counts = {"delivered": 0, "retry": 0, "failed": 0, "lost_lease": 0}
+
+    def start(self) -> Relay:
+        self._thread.start()
+        if self.listen_url:
+            threading.Thread(target=self._listen, name="keystore-relay-listen",
+                             daemon=True).start()
+        return self
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self, wait: float = 20.0) -> None:
+        """Stop taking events; wait up to `wait` s for forwards in flight (an unfinished
+        one is taken over by another relay when its lease runs out)."""
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(wait)
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self._wake.clear()  # before taking: a wake-up from now on is not missed
+            with self._lock:
+                free = self.concurrency - self._busy
+            taken: list[Job] = []
+            if free > 0:
+                try:
+                    taken = self.forwarding.take(self.holder, free)
+                except Exception:  # the database may be down: try again at the next tick
+                    log.exception("taking due events failed")
+            for job in taken:
+                with self._lock:
+                    self._busy += 1
+                self._pool.submit(self._one, job)
+            self._wake.wait(SWEEP_SECONDS)
+
+    def _one(self, job: Job) -> None:
+        try:
+            result = self.forwarding.forward(job, self._session())
+            outcome = self.forwarding.settle(job, self.holder, result)
+            with self._lock:
+                self.counts[outcome.value if outcome else "lost_lease"] += 1
+        except Exception:  # a lost database: the lease runs out and another attempt follows
+            log.exception("settling a forward failed")
+        finally:
+            with self._lock:
+                self._busy -= 1
+            self._wake.set()  # a slot is free, and a retry may be due at once
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = self._local.session = requests.Session()
+            session.trust_env = False  # no proxy from the environment for forwards
+        return session
+
+    def _listen(self) -> None:
+        """LISTEN keystore_hooks on a connection of its own; reconnects after a failure."""
+        import psycopg
+        pause = 0.5
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(self.listen_url, autocommit=True,
+                                     connect_timeout=5) as conn:
+                    conn.execute("LISTEN keystore_hooks")
+                    pause = 0.5
+                    self._wake.set()  # anything accepted while we were not listening
+                    while not self._stop.is_set():
+                        for _ in conn.notifies(timeout=SWEEP_SECONDS, stop_after=1):
+                            self._wake.set()
+            except Exception as exc:  # the database restarts: listen again, polling meanwhile
+                log.warning("LISTEN keystore_hooks lost (%s); again in %.1f s",
+                            type(exc).__name__, pause)
+                self._stop.wait(pause)
+                pause = min(pause * 2, 10.0)
+

@@ -1,0 +1,189 @@
+"""The gateway's rules, pure (no I/O, no clock: `now` is given, in microseconds):
+what an arriving delivery is, what a destination's answer means, when the next attempt is,
+and which headers a forward carries. The contract's tables, as code.
+"""
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable
+from email.utils import parsedate_to_datetime
+from enum import StrEnum
+from typing import Optional
+
+from .. import canonical, domain
+from ..domain import SECOND, Micros, Record
+
+SCOPE_PREFIX = "hook:"  # scopes of the gateway's records; reserved (claims there: 403)
+MAX_BACKOFF_SECONDS = 600  # the contract: after attempt n wait uniform(0, min(600, 2^(n-1)))
+ANSWER_KEPT_BYTES = 4096  # of a destination's answer, in the attempt and the record's result
+HELD_BODY_BYTES = 64 * 1024  # a held (changed) body kept for a person, at most
+
+
+def scope_of(source_name: str) -> str:
+    return SCOPE_PREFIX + source_name
+
+
+def is_hook_scope(scope: str) -> bool:
+    return scope.startswith(SCOPE_PREFIX)
+
+
+# --- an arriving delivery -------------------------------------------------------------------
+
+class Arrival(StrEnum):
+    NEW = "accepted"  # no record: accept (202)
+    NEW_INCARNATION = "accepted_again"  # the record expired: accept afresh (202)
+    DUPLICATE = "duplicate"  # seen, same body: 200, nothing forwarded
+    HELD = "held"  # seen, other body: 200, held for a person, nothing forwarded
+
+
+def decide_arrival(record: Optional[Record], fingerprint: str, now: Micros) -> Arrival:
+    """A delivery of an event id whose record is `record`, by the ingest table."""
+    if record is None:
+        return Arrival.NEW
+    if domain.expired(record, now):
+        return Arrival.NEW_INCARNATION
+    if domain.fingerprints_differ(record.fingerprint, fingerprint):
+        return Arrival.HELD
+    return Arrival.DUPLICATE
+
+
+def body_fingerprint(body: bytes, volatile: Iterable[str] = ()) -> str:
+    """RFC 8785 of the body when it parses as I-JSON (without the provider's `volatile`
+    fields, which change between resends of one event), else SHA-256 of the raw bytes."""
+    try:
+        value = canonical.parse_json_value(body)
+        for pointer in volatile:
+            value = _without(value, pointer)
+        return canonical.fingerprint(value)
+    except ValueError:
+        return "sha256-raw:" + hashlib.sha256(body).hexdigest()
+
+
+def _without(value, pointer: str):
+    parts = [p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:]]
+    if not parts or not isinstance(value, dict):
+        return value
+    head, rest = parts[0], "/".join(parts[1:])
+    if head not in value:
+        return value
+    if not rest:
+        return {k: v for k, v in value.items() if k != head}
+    return {**value, head: _without(value[head], "/" + rest)}
+
+
+# --- a destination's answer -----------------------------------------------------------------
+
+class Outcome(StrEnum):
+    DELIVERED = "delivered"
+    RETRY = "retry"
+    FAILED = "failed"
+
+
+RETRYABLE = frozenset({408, 409, 425, 429})
+
+
+def classify(status: Optional[int]) -> Outcome:
+    """The contract's table: 2xx delivered; 408, 409, 425, 429, 5xx, no connection or a
+    timeout (status None) retried; 1xx, 3xx (redirects are not followed), other 4xx fail."""
+    if status is None or status in RETRYABLE or 500 <= status <= 599:
+        return Outcome.RETRY
+    if 200 <= status <= 299:
+        return Outcome.DELIVERED
+    return Outcome.FAILED
+
+
+def retry_after(header: Optional[str], now: Micros) -> Optional[Micros]:
+    """A Retry-After header as an instant: delta-seconds (ASCII digits) or an HTTP date;
+    None when absent or unreadable."""
+    if not header:
+        return None
+    text = header.strip()
+    if text.isascii() and text.isdigit():
+        return now + min(int(text), 10 ** 9) * SECOND  # 30 years: beyond any window
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(now, int(when.timestamp() * SECOND))
+
+
+def next_attempt(attempt: int, now: Micros, after: Optional[Micros], window_end: Micros,
+                 random: Callable[[], float]) -> Optional[Micros]:
+    """When to try again after attempt `attempt` (1, 2, ...) failed: full jitter,
+    uniform(0, min(600, 2^(attempt-1))) seconds, or the destination's Retry-After if later;
+    None when that falls after the retry window (the event fails now)."""
+    ceiling = min(MAX_BACKOFF_SECONDS, 2 ** min(attempt - 1, 30))
+    when = now + int(random() * ceiling * SECOND)
+    if after is not None and after > when:
+        when = after
+    return None if when > window_end else when
+
+
+def pauses_source(status: Optional[int], after: Optional[Micros]) -> bool:
+    """A 429 or 503 *with* Retry-After pauses the whole source until then."""
+    return status in (429, 503) and after is not None
+
+
+# --- a forward's headers --------------------------------------------------------------------
+
+HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization",
+                        "te", "trailer", "trailers", "transfer-encoding", "upgrade", "host",
+                        "content-length", "expect", "proxy-connection"})
+
+
+def kept_headers(pairs: Iterable[tuple[str, str]]) -> list[list[str]]:
+    """The provider's headers an event keeps for its forwards: all but hop-by-hop ones, Host
+    and Content-Length (Authorization and cookies are not the provider's to pass on)."""
+    drop = HOP_BY_HOP | {"authorization", "cookie"}
+    return [[k, v] for k, v in pairs if k.lower() not in drop]
+
+
+def forward_headers(provider: list[list[str]], configured: dict[str, str], event_id: str,
+                    attempt: int, signature: Optional[dict[str, str]]) -> dict[str, str]:
+    """Headers in the contract's precedence, later winning: the provider's own, the
+    destination's configured ones, the gateway's (Idempotency-Key, Keystore-Attempt, and the
+    Standard Webhooks signature when the destination has a secret)."""
+    out: dict[str, str] = {}
+    names: dict[str, str] = {}
+
+    def put(name: str, value: str) -> None:
+        old = names.get(name.lower())
+        if old is not None:
+            del out[old]
+        names[name.lower()] = name
+        out[name] = value
+    for name, value in provider:
+        put(name, value)
+    for name, value in configured.items():
+        put(name, value)
+    put("Idempotency-Key", event_id)
+    put("Keystore-Attempt", str(attempt))
+    for name, value in (signature or {}).items():
+        put(name, value)
+    return out
+
+
+def answer_text(raw: bytes) -> str:
+    """Up to 4 KiB of a destination's answer, as text a person can read."""
+    return raw[:ANSWER_KEPT_BYTES].decode("utf-8", "replace")
+
+
+def result_of(status: Optional[int], answer: str, error: Optional[str] = None) -> str:
+    """The record's result (canonical JSON) once delivered or given up: the destination's
+    last status and answer, or the error that stood for it."""
+    result: dict = {"body": answer if error is None else {"error": error, "answer": answer}}
+    if status is not None:
+        result["status_code"] = status
+    return canonical.canonical(result).decode("utf-8")
+
+
+def window_end(window_start: Micros, retry_window_seconds: int) -> Micros:
+    return window_start + retry_window_seconds * SECOND
+
+
+def default_ttl(provider_window_seconds: int, retry_window_seconds: int) -> int:
+    """The larger of the provider's retry window and the forwarding window, plus a day: an
+    id is never forgotten while the provider may resend it or its forwarding is retried."""
+    return max(provider_window_seconds, retry_window_seconds) + 24 * 3600

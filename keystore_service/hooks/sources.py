@@ -1,0 +1,204 @@
+"""Sources, as operators manage them: create (its ingest id made here and shown once in its
+URL, every secret sealed), read (secrets never returned), change (secrets rotated, the
+destination moved), disable (the ingest URL answers 404; accepted events still go out)."""
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from .. import errors
+from ..domain import Micros
+from ..sealing import Sealer
+from ..sourcestore import Queue, Source, SourceStore
+from . import destinations, providers, rules
+from .ingest import ingest_hash
+
+DAY = 86_400
+INGEST_ID_BYTES = 32  # 43 URL-safe characters: the contract asks for 32+ random ones
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    """A source as the API shows it: the stored row, its ingest id, how many signing
+    secrets it has, its destination's header names, and its queue."""
+
+    source: Source
+    ingest_id: str
+    secret_count: int
+    header_names: list[str]
+    has_destination_secret: bool
+    queue: Queue
+
+
+class Sources:
+    def __init__(self, store: SourceStore, sealer: Sealer, clock: Callable[[], Micros],
+                 allow_link_local: bool = False):
+        self.store, self.sealer, self.clock = store, sealer, clock
+        self.allow_link_local = allow_link_local
+
+    def create(self, tenant_id: int, body: Any) -> Shown:
+        """A new source from a validated SourceCreate; InvalidRequest for what the schema
+        cannot know (an unknown provider, a secret it cannot use, a TTL shorter than its
+        forwarding window plus a day, a refused destination)."""
+        provider = self._provider(body.provider)
+        config = _config(provider.name, _plain(body.signature), _plain(body.event_id))
+        signing = list(body.secrets or [])
+        _check_secrets(provider, signing, config)
+        dest = body.destination
+        self._check_destination(dest.url, dest.secret)
+        ttl = body.ttl_seconds or rules.default_ttl(provider.retry_window_seconds,
+                                                    body.retry_window_seconds)
+        _check_ttl(ttl, body.retry_window_seconds)
+        ingest_id = secrets.token_urlsafe(INGEST_ID_BYTES)
+        sealed = self.sealer.seal({"ingest_id": ingest_id, "secrets": signing,
+                                   "headers": dest.headers, "destination_secret": dest.secret})
+        now = self.clock()
+        with self.store.transaction() as cur:
+            if self.store.named(tenant_id, body.name, cur) is not None:
+                raise errors.InvalidRequest(f"this tenant has a source named {body.name!r} "
+                                            "already (a disabled source keeps its name)",
+                                            details={"field": "name"})
+            source = self.store.create(
+                cur, tenant_id=tenant_id, name=body.name, provider=provider.name,
+                ingest_hash=ingest_hash(ingest_id), sealed=sealed, config=json.dumps(config),
+                destination_url=dest.url, timeout_seconds=dest.timeout_seconds,
+                ttl_seconds=ttl, retry_window_seconds=body.retry_window_seconds,
+                max_in_flight=body.max_in_flight, keep_body_seconds=body.keep_body_seconds,
+                state="active", created_at=now, updated_at=now, paused_until=None,
+                last_error=None, last_error_at=None)
+        return self._shown(source, Queue(0, 0, 0, None))
+
+    def get(self, tenant_id: int, name: str) -> Shown:
+        source = self._named(tenant_id, name)
+        return self._shown(source, self.store.queues(tenant_id).get(source.id,
+                                                                   Queue(0, 0, 0, None)))
+
+    def all(self, tenant_id: int) -> list[Shown]:
+        queues = self.store.queues(tenant_id)
+        return [self._shown(s, queues.get(s.id, Queue(0, 0, 0, None)))
+                for s in self.store.of_tenant(tenant_id)]
+
+    def change(self, tenant_id: int, name: str, body: Any) -> Shown:
+        """A SourceChange: what is given changes (all or nothing)."""
+        source = self._named(tenant_id, name)
+        provider = providers.provider(source.provider)
+        sealed = self.sealer.open(source.sealed)
+        config = source.options
+        if body.signature is not None or body.event_id is not None:
+            config = _config(provider.name, _plain(body.signature) or config.get("signature"),
+                             _plain(body.event_id) or config.get("event_id"))
+        if body.secrets is not None:
+            sealed["secrets"] = list(body.secrets)
+        _check_secrets(provider, sealed["secrets"], config)
+        changes: dict[str, Any] = {"config": json.dumps(config)}
+        if body.destination is not None:
+            dest = body.destination
+            self._check_destination(dest.url, dest.secret)
+            sealed.update(headers=dest.headers, destination_secret=dest.secret)
+            changes.update(destination_url=dest.url, timeout_seconds=dest.timeout_seconds)
+        for name_ in ("ttl_seconds", "retry_window_seconds", "max_in_flight",
+                      "keep_body_seconds"):
+            if getattr(body, name_) is not None:
+                changes[name_] = getattr(body, name_)
+        _check_ttl(changes.get("ttl_seconds", source.ttl_seconds),
+                   changes.get("retry_window_seconds", source.retry_window_seconds))
+        changes["sealed"] = self.sealer.seal(sealed)
+        with self.store.transaction() as cur:
+            self.store.change(cur, source, changes, self.clock())
+        return self.get(tenant_id, name)
+
+    def disable(self, tenant_id: int, name: str) -> Shown:
+        source = self._named(tenant_id, name)
+        with self.store.transaction() as cur:
+            self.store.set_state(cur, source, "disabled", self.clock())
+        return self.get(tenant_id, name)
+
+    def _named(self, tenant_id: int, name: str) -> Source:
+        source = self.store.named(tenant_id, name)
+        if source is None:
+            raise errors.NotFound(f"no source named {name!r}")
+        return source
+
+    def _shown(self, source: Source, queue: Queue) -> Shown:
+        sealed = self.sealer.open(source.sealed)
+        return Shown(source, sealed["ingest_id"], len(sealed["secrets"]),
+                     sorted(sealed.get("headers") or {}),
+                     bool(sealed.get("destination_secret")), queue)
+
+    def _provider(self, name: str) -> providers.Provider:
+        if name not in providers.names():
+            raise errors.InvalidRequest(
+                f"the provider is one of {', '.join(providers.names())}",
+                details={"field": "provider"})
+        return providers.provider(name)
+
+    def _check_destination(self, url: str, secret: Optional[str]) -> None:
+        try:
+            destinations.check_url(url)
+            destinations.check_address(url, self.allow_link_local)
+        except destinations.Refused as exc:
+            raise errors.InvalidRequest(str(exc), details={"field": "destination.url"}) \
+                from None
+        if secret is not None:
+            try:
+                providers.provider("standard").check_secret(secret)
+            except providers.BadSecret as exc:
+                raise errors.InvalidRequest(f"destination.secret: {exc}",
+                                            details={"field": "destination.secret"}) from None
+
+
+def _plain(model: Any) -> Optional[dict]:
+    """A validated model as the plain dict it is stored as (None stays None)."""
+    if model is None or isinstance(model, dict):
+        return model
+    return model.model_dump(by_alias=True, exclude_none=True)
+
+
+def _config(provider: str, signature: Optional[dict], event_id: Optional[dict]) -> dict:
+    """The provider options: only `generic` takes a signature rule and an event-id rule."""
+    if provider != "generic":
+        if signature is not None or event_id is not None:
+            raise errors.InvalidRequest("signature and event_id are for generic sources",
+                                        details={"field": "signature"})
+        return {}
+    if event_id is None or ("header" in event_id) == ("json" in event_id):
+        raise errors.InvalidRequest("a generic source's event_id is {\"header\": NAME} or "
+                                    "{\"json\": [JSON pointers]}", details={"field": "event_id"})
+    config = {"signature": signature, "event_id": event_id}
+    validate = getattr(providers.provider("generic"), "validate_config", None)
+    if validate is not None:
+        try:
+            validate(config)
+        except ValueError as exc:
+            raise errors.InvalidRequest(str(exc), details={"field": "event_id"}) from None
+    return config
+
+
+def _check_secrets(provider: providers.Provider, signing: list[str], config: dict) -> None:
+    unsigned = provider.name == "generic" and config.get("signature") is None
+    if unsigned:
+        if signing:
+            raise errors.InvalidRequest("a generic source without a signature takes no secrets",
+                                        details={"field": "secrets"})
+        return
+    if not signing:
+        raise errors.InvalidRequest("this provider signs its webhooks: give its signing "
+                                    "secret (two during a rotation)",
+                                    details={"field": "secrets"})
+    for n, secret in enumerate(signing):
+        try:
+            provider.check_secret(secret)
+        except providers.BadSecret as exc:
+            raise errors.InvalidRequest(f"secrets.{n}: {exc}",
+                                        details={"field": f"secrets.{n}"}) from None
+
+
+def _check_ttl(ttl: int, retry_window: int) -> None:
+    if ttl < retry_window + DAY:
+        raise errors.InvalidRequest(
+            "ttl_seconds must be at least retry_window_seconds plus a day: an event id is "
+            "never forgotten while its forwarding is still retried",
+            details={"field": "ttl_seconds", "minimum": retry_window + DAY})

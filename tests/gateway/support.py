@@ -1,0 +1,105 @@
+"""Test helpers for the gateway: a provider of the tests' own (registered for these tests
+only), a local destination that records what it got and answers as scripted, and a source
+made through the API."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Optional
+
+from keystore_service.hooks import providers
+from keystore_service.hooks.providers import (
+    Inbound,
+    InvalidSignature,
+    MissingEventId,
+    Provider,
+)
+
+SECRET = "test-secret-1"
+KEY = "cNk6cVlTCFCk0NKWaFUBSi1_dBbOG9Z-mUbGkN9yQBw="  # a Fernet key for the tests
+
+
+def _verify(inbound: Inbound, secrets: list[str], config: Any) -> None:
+    given = inbound.headers.get("X-Test-Signature")
+    if not given:
+        raise InvalidSignature("no X-Test-Signature header")
+    for secret in secrets:
+        want = hmac.new(secret.encode(), inbound.body, hashlib.sha256).hexdigest()
+        if providers.equal(want, given):
+            return
+    raise InvalidSignature("no secret signed this body")
+
+
+def _event_id(inbound: Inbound, config: Any) -> str:
+    value = inbound.headers.get("X-Test-Id")
+    if not value:
+        raise MissingEventId("no X-Test-Id header")
+    return value
+
+
+TESTING = Provider(name="testing", verify=_verify, event_id=_event_id,
+                   retry_window_seconds=3600, docs="tests/gateway/support.py")
+
+
+def register() -> None:
+    providers._load()
+    providers.register(TESTING)
+
+
+def signed(body: bytes, event_id: Optional[str], secret: str = SECRET) -> dict:
+    headers = {"X-Test-Signature": hmac.new(secret.encode(), body, hashlib.sha256).hexdigest(),
+               "Content-Type": "application/json"}
+    if event_id is not None:
+        headers["X-Test-Id"] = event_id
+    return headers
+
+
+class Sink:
+    """A destination on loopback: records every request; `answer(n, request)` gives the
+    status (and headers) of the n-th request, 200 by default."""
+
+    def __init__(self, answer: Callable[[int, dict], Any] = lambda n, r: 200):
+        self.requests: list[dict] = []
+        self.answer = answer
+        self._lock = threading.Lock()
+        sink = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802 (http.server's API)
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                got = {"path": self.path, "headers": dict(self.headers.items()), "body": body}
+                with sink._lock:
+                    n = len(sink.requests)
+                    sink.requests.append(got)
+                reply = sink.answer(n, got)
+                status, headers = (reply, {}) if isinstance(reply, int) else reply
+                payload = json.dumps({"n": n}).encode()
+                self.send_response(status)
+                for k, v in headers.items():
+                    self.send_header(k, v)
+                self.send_header("Content-Length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/in"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def create_source(http, token: str, url: str, **extra) -> dict:
+    body = {"name": "shop", "provider": "testing", "secrets": [SECRET],
+            "destination": {"url": url}, **extra}
+    status, answer, _ = http.post("/v1/sources", body, token=token)
+    assert status == 201, answer
+    return answer["source"]
