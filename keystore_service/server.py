@@ -25,7 +25,10 @@ class Server(BaseApplication):
             "workers": workers, "worker_class": "gthread", "threads": threads,
             "preload_app": False, "timeout": 60, "graceful_timeout": 20, "keepalive": 5,
             "accesslog": None, "errorlog": "-", "loglevel": settings.log_level.lower(),
-            "proc_name": "keystore", **extra,
+            "proc_name": "keystore",
+            # the proxies trusted for X-Forwarded-Proto (and, in app.py's access log, for
+            # X-Forwarded-For): one setting for both, docs/deployment.md "TLS proxy"
+            "forwarded_allow_ips": settings.forwarded_allow_ips, **extra,
         }
         super().__init__()
 
