@@ -55,6 +55,9 @@ def backup(url: str, path: Path) -> Done:
     Raises BackupError."""
     url = normalise_url(url)
     path = Path(path)
+    if not path.parent.is_dir() or path.is_dir():
+        raise BackupError(f"cannot write {path}: "
+                          f"{'it is a directory' if path.is_dir() else 'no such directory'}")
     part = path.with_name(f".{path.name}.part-{os.getpid()}")
     try:
         if _backend(url) == "sqlite":

@@ -10,13 +10,14 @@ from sqlalchemy.engine import make_url
 from tests.conftest import PG_ADMIN_URL
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def empty_database(request, tmp_path):
-    """A factory of new, empty databases (no schema) on one backend per test run."""
+@pytest.fixture
+def empty_database(request, database_url, tmp_path):
+    """A factory of new, empty databases (no schema) on the backend of `database_url`, so a
+    test that uses both runs once per backend."""
     made: list[str] = []
 
     def make() -> str:
-        if request.param == "sqlite":
+        if database_url.startswith("sqlite"):
             return f"sqlite:///{tmp_path}/empty-{len(made)}-{secrets.token_hex(2)}.db"
         admin = request.getfixturevalue("pg_admin")
         name = f"keystore_deploy_{os.getpid()}_{secrets.token_hex(3)}"
