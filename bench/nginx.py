@@ -37,11 +37,16 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
     return cert, key
 
 
+POOL = "    keepalive 32;\n    keepalive_requests 20;\n"
+
+
 def render(recipe: str, *, https_port: int, http_port: int, upstream: str, cert: Path,
-           key: Path, upstream_extra: str = "") -> str:
-    """The recipe with this run's ports, upstream and certificate."""
+           key: Path, pool: Optional[str] = None) -> str:
+    """The recipe with this run's ports, upstream and certificate; `pool` replaces its
+    upstream keep-alive lines ("" for a connection per request)."""
     swaps = {
-        "    server 127.0.0.1:8080;\n": f"    server {upstream};\n{upstream_extra}",
+        POOL: POOL if pool is None else pool,
+        "    server 127.0.0.1:8080;\n": f"    server {upstream};\n",
         "    listen 443 ssl;\n": f"    listen 127.0.0.1:{https_port} ssl;\n",
         "    listen [::]:443 ssl;\n": "",
         "    listen 80;\n": f"    listen 127.0.0.1:{http_port};\n",
@@ -69,7 +74,7 @@ class Nginx:
 
     directory: Path
     upstream: str
-    upstream_extra: str = ""  # e.g. "    keepalive 16;\n" (the benchmark's comparison)
+    pool: Optional[str] = None  # replaces the recipe's keepalive lines (bench/proxy.py)
     workers: int = 1
     https_port: int = field(default_factory=_free_port)
     http_port: int = field(default_factory=_free_port)
@@ -90,7 +95,7 @@ class Nginx:
         self.cert, key = self_signed(d)
         (d / "keystore.conf").write_text(render(
             RECIPE.read_text(), https_port=self.https_port, http_port=self.http_port,
-            upstream=self.upstream, cert=self.cert, key=key, upstream_extra=self.upstream_extra))
+            upstream=self.upstream, cert=self.cert, key=key, pool=self.pool))
         temp = "\n".join(f"  {kind}_temp_path {d}/tmp/{kind};"
                          for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
         (d / "nginx.conf").write_text(f"""daemon off;

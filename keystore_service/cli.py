@@ -39,6 +39,7 @@ def _say(message: str) -> None:
 
 
 @click.group(help="Idempotency Key Store: exactly-once effects for at-least-once deliveries.")
+@click.version_option(package_name="keystore-service", prog_name="keystore")
 def main() -> None:
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
