@@ -100,6 +100,7 @@ def restore(path: Path, url: str, *, force: bool = False) -> str:
         _check_sqlite_backup(path)
         _sqlite_restore(path, _sqlite_path(url))
     else:
+        _check_revision(_pg_dump_revision(path))
         _pg_tool("pg_restore", url, ["--no-owner", "--no-privileges", "--exit-on-error",
                                      "--single-transaction",
                                      *(["--clean", "--if-exists"] if force else []),
@@ -138,7 +139,7 @@ def _sqlite_backup(source: Path, target: Path) -> None:
 
 def _check_sqlite_backup(path: Path) -> None:
     try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        conn = sqlite3.connect(_read_only(path), uri=True)
         try:
             ok = conn.execute("PRAGMA quick_check").fetchone()[0]
             rows = conn.execute("SELECT version_num FROM alembic_version").fetchall()
@@ -151,9 +152,14 @@ def _check_sqlite_backup(path: Path) -> None:
     _check_revision(rows[0][0] if rows else "")
 
 
+def _read_only(path: Path) -> str:
+    """A read-only SQLite URI for `path` (percent-encoded: a '?' or '#' in a name is safe)."""
+    return Path(path).resolve().as_uri() + "?mode=ro"
+
+
 def _sqlite_restore(backup_file: Path, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
-    src = sqlite3.connect(f"file:{backup_file}?mode=ro", uri=True)
+    src = sqlite3.connect(_read_only(backup_file), uri=True)
     try:
         dst = sqlite3.connect(target, timeout=BUSY_TIMEOUT_S)
         try:
@@ -186,6 +192,24 @@ def _pg_tool(tool: str, url: str, args: list[str]) -> None:
     if done.returncode != 0:
         detail = " ".join(done.stderr.split())[:500]
         raise BackupError(f"{tool} failed ({done.returncode}): {detail}")
+
+
+def _pg_dump_revision(path: Path) -> str:
+    """The schema revision recorded in a pg_dump archive, read without any database."""
+    program = shutil.which("pg_restore")
+    if program is None:
+        raise BackupError("pg_restore is not installed: install PostgreSQL's client programs "
+                          "(Debian: postgresql-client)")
+    done = subprocess.run([program, "--data-only", "--table=alembic_version", "--file=-",
+                           str(path)], capture_output=True, text=True, timeout=600)
+    if done.returncode != 0:
+        raise BackupError(f"{path} cannot be read by pg_restore: "
+                          f"{' '.join(done.stderr.split())[:300]}")
+    lines = done.stdout.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("COPY ") and "alembic_version" in line and i + 1 < len(lines):
+            return "" if lines[i + 1] == "\\." else lines[i + 1].strip()
+    return ""
 
 
 def _libpq_uri(u: URL) -> str:

@@ -42,7 +42,8 @@ def report(**overrides: Any) -> list[Item]:
             field = str(e["loc"][0]) if e["loc"] else ""
             errors.setdefault(field, (e["msg"], e.get("input")))
         # The valid ones, with each invalid value replaced by its default.
-        defaults = {f: Settings.model_fields[f].default for f in errors if f in Settings.model_fields}
+        defaults = {f: Settings.model_fields[f].default for f in errors
+                    if f in Settings.model_fields}
         settings = Settings(**{**overrides, **defaults})
     items = []
     for field in Settings.model_fields:

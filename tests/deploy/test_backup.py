@@ -112,18 +112,32 @@ def test_restore_refuses_what_is_not_a_backup_of_its_backend(empty_database, tmp
     assert missing.returncode == 1 and "cannot read" in missing.stderr
 
 
-def test_a_sqlite_backup_of_a_newer_schema_is_refused(tmp_path):
-    import sqlite3
-    newer = tmp_path / "newer.db"
-    conn = sqlite3.connect(newer)
-    conn.execute("CREATE TABLE alembic_version (version_num VARCHAR(32))")
-    conn.execute("INSERT INTO alembic_version VALUES ('9999_from_the_future')")
-    conn.commit()
-    conn.close()
-    out = keystore_cli(f"sqlite:///{tmp_path}/target.db", "db", "restore", str(newer),
-                       check=False)
-    assert out.returncode == 1 and "does not know" in out.stderr
-    assert not (tmp_path / "target.db").exists() or (tmp_path / "target.db").stat().st_size == 0
+def test_a_backup_of_a_newer_schema_is_refused(database_url, empty_database, tmp_path):
+    from sqlalchemy import create_engine, inspect, text
+
+    from keystore_service.db import normalise_url
+    def set_revision(revision: str) -> str:
+        engine = create_engine(normalise_url(database_url))
+        with engine.begin() as conn:
+            was = conn.execute(text("SELECT version_num FROM alembic_version")).scalar_one()
+            conn.execute(text("UPDATE alembic_version SET version_num = :r"), {"r": revision})
+        engine.dispose()
+        return was
+    was = set_revision("9999_from_the_future")
+    try:
+        keystore_cli(database_url, "db", "backup", str(tmp_path / "newer"))
+    finally:
+        set_revision(was)  # the session's shared PostgreSQL database serves other tests
+    target = empty_database()
+    out = keystore_cli(target, "db", "restore", str(tmp_path / "newer"), check=False)
+    assert out.returncode == 1 and "9999_from_the_future" in out.stderr
+    assert "does not know" in out.stderr and "Traceback" not in out.stderr
+    engine = create_engine(normalise_url(target))
+    try:
+        with engine.connect() as conn:
+            assert inspect(conn).get_table_names() == []  # nothing was restored
+    finally:
+        engine.dispose()
 
 
 def test_backup_errors_are_messages(database_url, tmp_path):

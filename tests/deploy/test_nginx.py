@@ -9,10 +9,10 @@ import re
 
 import pytest
 import requests
+from keystore_client import KeyStore
 from requests.adapters import HTTPAdapter
 
 from bench.nginx import Nginx
-from keystore_client import KeyStore
 from tests.support import Server, new_token
 
 # The client connects from another loopback address than nginx's own (127.0.0.1), so the

@@ -30,7 +30,7 @@ MINUTES_AGO = 5 * 60 * 1_000_000
 def shifted(table: str, delta: int) -> list[tuple]:
     columns = V0_1_0["tables"][table]["columns"]
     return [tuple(v + delta if c in INSTANTS and v is not None else v
-                  for c, v in zip(columns, row))
+                  for c, v in zip(columns, row, strict=True))
             for row in V0_1_0["tables"][table]["rows"]]
 
 
@@ -47,7 +47,8 @@ def make_v0_1_0_database(url: str, delta: int) -> None:
             cols = ", ".join(f'"{c}"' for c in data["columns"])
             marks = ", ".join(f":{c}" for c in data["columns"])
             conn.execute(text(f'INSERT INTO "{table}" ({cols}) VALUES ({marks})'),
-                         [dict(zip(data["columns"], row)) for row in shifted(table, delta)])
+                         [dict(zip(data["columns"], row, strict=True))
+                          for row in shifted(table, delta)])
             if conn.dialect.name == "postgresql" and "id" in data["columns"]:
                 # as v0.1.0 would have left it: the sequence past the rows it numbered
                 conn.execute(text(f"SELECT setval(pg_get_serial_sequence('{table}', 'id'), "
