@@ -44,13 +44,19 @@ class Container:
         self.started_s: Optional[float] = None
 
     def run(self) -> Container:
+        self.started_s = time.monotonic()
         podman("run", "-d", "--name", self.name, "--health-interval=disable", *self.run_args,
                IMAGE, *self.command)
         return self
 
+    def start(self) -> Container:
+        self.started_s = time.monotonic()
+        podman("start", self.name)
+        return self
+
     def wait_ready(self, url: str, timeout: float = 60) -> float:
-        """Seconds until `url`/readyz answered 200."""
-        t0 = time.monotonic()
+        """Seconds from `podman run` (or `start`) until `url`/readyz answered 200."""
+        t0 = self.started_s or time.monotonic()
         while time.monotonic() - t0 < timeout:
             state = podman("inspect", "--format", "{{.State.Status}}", self.name).stdout.strip()
             if state == "exited":

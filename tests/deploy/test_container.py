@@ -107,7 +107,7 @@ def test_sqlite_on_a_volume_survives_a_restart():
         stop_s = box.stop()
         figure("container_stop_s", round(stop_s, 2))
         assert box.exit_code() == 0 and stop_s < 25  # SIGTERM: a graceful, clean exit
-        podman("start", box.name)
+        box.start()
         figure("container_restart_s", round(box.wait_ready(base), 2))
         replay(base, tokens[0], "evt-sqlite")
         assert TOKEN.findall(box.logs()) == tokens  # not printed again after the restart
