@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 
 import pytest
 import requests
@@ -81,7 +82,7 @@ def test_default_command_and_health_check():
         for _ in range(100):
             if podman("healthcheck", "run", box.name, check=False).returncode == 0:
                 break
-            podman("exec", box.name, "python3", "-c", "import time; time.sleep(0.2)")
+            time.sleep(0.2)
         else:
             pytest.fail(f"never healthy:\n{box.logs()[-2000:]}")
         assert box.stop() < 25 and box.exit_code() == 0
