@@ -13,7 +13,7 @@ from typing import Optional
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from . import bodies, canonical, db, errors, gateway, metrics, openapi, ui, ui_errors
+from . import bodies, canonical, db, errors, forwarded, gateway, metrics, openapi, ui, ui_errors
 from .accounts import Accounts
 from .auth import Authenticator
 from .batch import BatchClaims
@@ -225,6 +225,8 @@ def _request_metrics(app: Flask) -> None:
 
 
 def _access_log(app: Flask) -> None:
+    trusted = forwarded.parse_trusted(app.extensions["keystore"].settings.forwarded_allow_ips)
+
     @app.before_request
     def _start() -> None:
         g.started = time.perf_counter()
@@ -232,7 +234,9 @@ def _access_log(app: Flask) -> None:
     @app.after_request
     def _log(resp):
         principal = g.get("principal")
-        access_log.info('"%s %s" %s %.1fms tenant=%s request=%s', request.method, request.path,
-                        resp.status_code, (time.perf_counter() - g.started) * 1000,
-                        principal.tenant if principal else "-", current_request_id())
+        client = forwarded.client_address(request.remote_addr,
+                                          request.headers.get("X-Forwarded-For"), trusted)
+        access_log.info('"%s %s" %s %.1fms tenant=%s request=%s client=%s', request.method,
+                        request.path, resp.status_code, (time.perf_counter() - g.started) * 1000,
+                        principal.tenant if principal else "-", current_request_id(), client)
         return resp

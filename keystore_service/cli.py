@@ -13,10 +13,11 @@ import json
 import shlex
 import sys
 import time
+from pathlib import Path
 
 import click
 
-from . import logs, migrate, queries, server
+from . import backup, config_report, logs, migrate, queries, server
 from .accounts import AccountError, Accounts
 from .db import Database, create
 from .render import rfc3339
@@ -79,6 +80,7 @@ def _no_tenant(name: str) -> click.ClickException:
 
 
 @click.group(help="Idempotency Key Store: exactly-once effects for at-least-once deliveries.")
+@click.version_option(package_name="keystore-service", prog_name="keystore")
 def main() -> None:
     logs.configure("INFO")  # one formatter: request input escaped, no exception messages
 
@@ -245,3 +247,40 @@ def token_revoke(tenant_name: str, name: str) -> None:
     except AccountError as exc:
         raise click.ClickException(str(exc)) from None
     _say(f"keystore: revoked token {name!r} of tenant {tenant_name!r}")
+
+
+# --- deploy and operate: backups, the effective configuration (docs/deployment.md) --------
+
+@db.command("backup", help="Write a consistent copy of the database to PATH while the "
+                           "service runs (SQLite: online backup; PostgreSQL: pg_dump).")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+def db_backup(path: Path) -> None:
+    try:
+        done = backup.backup(_settings().database_url, path)
+    except backup.BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    _say(f"keystore: backup of schema {done.revision} written to {done.path} "
+         f"({done.bytes} bytes)")
+
+
+@db.command("restore", help="Restore a backup into the configured (empty) database, then "
+                            "migrate it. Stop the service first.")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Replace a database that already has tables.")
+def db_restore(path: Path, force: bool) -> None:
+    try:
+        revision = backup.restore(path, _settings().database_url, force=force)
+    except backup.BackupError as exc:
+        raise click.ClickException(str(exc)) from None
+    _say(f"keystore: restored {path}; schema at revision {revision}")
+
+
+@main.command("config", help="Print the effective settings and where each came from "
+                             "(secrets masked); exit 1 if any is invalid.")
+@click.option("--json", "as_json", is_flag=True, help="JSON instead of a table.")
+def config(as_json: bool) -> None:
+    items = config_report.report()
+    click.echo(json.dumps(config_report.as_json(items), indent=2) if as_json
+               else config_report.as_table(items))
+    if any(item.error for item in items):
+        sys.exit(1)

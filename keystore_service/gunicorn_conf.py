@@ -30,6 +30,7 @@ accesslog = _server.OPTIONS["accesslog"]
 errorlog = _server.OPTIONS["errorlog"]
 proc_name = _server.OPTIONS["proc_name"]
 loglevel = _settings.log_level.lower()
+forwarded_allow_ips = _settings.forwarded_allow_ips  # the proxies trusted (deployment.md)
 control_socket_disable = True  # gunicorn >= 25.1 (ignored before): instances side by side
 
 on_starting = _server.on_starting

@@ -162,6 +162,14 @@ def _prepare_sqlite(engine) -> None:
         conn.exec_driver_sql("PRAGMA journal_mode=WAL")
 
 
+def knows(revision: str) -> bool:
+    """Whether `revision` is one of this code's migrations."""
+    try:
+        return ScriptDirectory.from_config(_config()).get_revision(revision) is not None
+    except Exception:  # alembic raises several kinds for unknown or malformed ids
+        return False
+
+
 def current(url: str) -> tuple[str, str]:
     """(the database's revision, or "" without a schema; the newest revision this code knows).
     Never creates a SQLite file."""

@@ -110,7 +110,10 @@ class Server(BaseApplication):
         self.options = {
             **OPTIONS, "bind": f"[{host}]:{port}" if ":" in host else f"{host}:{port}",
             "workers": workers, "threads": threads,
-            "loglevel": settings.log_level.lower(), **extra,
+            "loglevel": settings.log_level.lower(),
+            # the proxies trusted for X-Forwarded-Proto (and, in app.py's access log, for
+            # X-Forwarded-For): one setting for both, docs/deployment.md "TLS proxy"
+            "forwarded_allow_ips": settings.forwarded_allow_ips, **extra,
         }
         super().__init__()
 

@@ -1,6 +1,7 @@
 """Configuration from the environment (prefix KEYSTORE_): the only reader of os.environ."""
 from __future__ import annotations
 
+import ipaddress
 from typing import Literal, Optional
 
 from pydantic import Field, SecretStr, ValidationError, field_validator
@@ -51,6 +52,11 @@ class Settings(BaseSettings):
     # (set it when a proxy in front terminates TLS and forwards plain http).
     ui_idle_minutes: float = Field(15, gt=0, le=24 * 60)
     ui_cookie_secure: bool = False
+    # Peers trusted to say who the client is (X-Forwarded-For, for the access log) and that
+    # it came over https (X-Forwarded-Proto, for the page's Secure cookie): the reverse
+    # proxy's address(es) or networks, comma-separated, or "*". Loopback by default, as
+    # gunicorn's own default: a proxy on the same host (docs/deployment.md).
+    forwarded_allow_ips: str = "127.0.0.1,::1"
     metrics_max_scopes: int = Field(100, ge=1, le=10_000)
     # Requests that wait (GET /v1/keys?wait=) may hold this share of a worker's threads (never
     # all of them), and one token this share of those seats; past either, the request is
@@ -87,6 +93,19 @@ class Settings(BaseSettings):
                                "postgresql+psycopg:")):
             raise ValueError("use sqlite:///PATH or postgresql://USER@HOST:PORT/DB")
         return url
+
+    @field_validator("forwarded_allow_ips")
+    @classmethod
+    def _addresses(cls, spec: str) -> str:
+        for item in spec.split(","):
+            item = item.strip()
+            if item and item != "*":
+                try:
+                    ipaddress.ip_network(item, strict=False)
+                except ValueError:
+                    raise ValueError("use IP addresses or networks, comma-separated, "
+                                     "or *") from None
+        return spec
 
 
 def load(**overrides) -> Settings:
