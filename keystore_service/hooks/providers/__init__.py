@@ -22,6 +22,10 @@ from typing import Any, Optional
 
 TOLERANCE_SECONDS = 300  # a signed timestamp more than 5 minutes from now, either way: refused
 MAX_EVENT_ID_CHARS = 512  # the contract's limit on a key, in code points
+# The contract's defaults: a source's forwarding retry window, and the day its TTL adds on
+# top of the longer of that and the provider's own retry window.
+FORWARDING_WINDOW_SECONDS = 72 * 3600
+TTL_MARGIN_SECONDS = 24 * 3600
 MAX_SECRET_CHARS = 1024  # far above any provider's secret; a pasted file is a mistake
 # ASCII digits only ("\d" would take "²" and "٢"); 15 digits keep int() away from huge
 # strings and still reach far past any real clock (10^15 s is 31 million years).
@@ -132,6 +136,12 @@ class Provider:
     # body's fingerprint, so a resend is a duplicate, not a changed body.
     volatile: tuple[str, ...] = field(default_factory=tuple)
     docs: str = ""  # the provider's documentation this module follows
+
+    def default_ttl_seconds(self, forwarding_window_seconds: int = FORWARDING_WINDOW_SECONDS
+                            ) -> int:
+        """A source's default TTL: an event id is remembered while the provider may still
+        resend it and while the gateway may still forward it, and a day more."""
+        return max(self.retry_window_seconds, forwarding_window_seconds) + TTL_MARGIN_SECONDS
 
 
 def _bytes(value: str | bytes) -> bytes:

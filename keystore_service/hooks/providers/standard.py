@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from standardwebhooks.webhooks import Webhook, hmac_data
@@ -69,7 +69,7 @@ def _signature(key: bytes, msg_id: str, timestamp: int, body: bytes) -> str:
     except UnicodeDecodeError:
         digest = hmac_data(key, f"{msg_id}.{timestamp}.".encode() + body)
         return "v1," + base64.b64encode(digest).decode()
-    return Webhook(key).sign(msg_id, datetime.fromtimestamp(timestamp, timezone.utc), text)
+    return Webhook(key).sign(msg_id, datetime.fromtimestamp(timestamp, UTC), text)
 
 
 def sign(secret: str, msg_id: str, timestamp: int, body: bytes) -> dict[str, str]:
