@@ -12,7 +12,6 @@ from flask import Blueprint, current_app, g, request
 from . import bodies, errors, hook_schemas
 from .auth import require_operator
 from .hooks.deliveries import Delivery
-from .hooks.providers import Headers
 from .hooks.sources import Shown
 from .render import respond, rfc3339
 
@@ -40,7 +39,7 @@ def ingest(ingest_id: str):
                                  details={"retry_after_seconds": wait})
     bodies.buffer_chunked(request.environ, current_app.config["MAX_CONTENT_LENGTH"])
     body = request.get_data(cache=False)  # 413 past the limit
-    answer = ks.ingest.accept(opened, Headers(list(request.headers.items())), body)
+    answer = ks.ingest.accept(opened, list(request.headers.items()), body)
     headers = {"Idempotent-Replayed": "true"} if answer.replayed else None
     return respond(answer.body, answer.status, headers=headers)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-from sqlalchemy import and_, bindparam, delete, func, or_, select, update
+from sqlalchemy import and_, bindparam, delete, func, null, or_, select, update
 
 from .db import Database
 from .domain import SECOND, Micros
@@ -86,8 +86,8 @@ class HookStore:
             E.id == bindparam("eid"), E.state == "delivering",
             E.lease_holder == bindparam("holder"), E.attempts == bindparam("attempt"))
             .values(state=bindparam("state"), next_attempt_at=bindparam("next_at"),
-                    delivered_at=bindparam("delivered_at"), lease_holder=None,
-                    lease_until=None).returning(E.id), d)
+                    delivered_at=bindparam("delivered_at"), lease_holder=null(),
+                    lease_until=null()).returning(E.id), d)
         self._error = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             last_error=bindparam("error"), last_error_at=bindparam("now")), d)
         self._pause = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
@@ -97,12 +97,12 @@ class HookStore:
         self._redeliver = Sql(update(hook_events).where(
             E.id == bindparam("eid"), or_(E.state == "delivered", E.state == "failed")).values(
             state="queued", window_start=bindparam("now"), next_attempt_at=bindparam("now"),
-            delivered_at=None).returning(*hook_events.c), d)
+            delivered_at=null()).returning(*hook_events.c), d)
         keep = select(S.keep_body_seconds).where(S.id == E.source_id).scalar_subquery()
         self._drop = Sql(update(hook_events).where(
             E.state == "delivered", E.body.is_not(None),
             E.delivered_at <= bindparam("now") - keep * SECOND)
-            .values(body=None, body_dropped_at=bindparam("now")), d)
+            .values(body=null(), body_dropped_at=bindparam("now")), d)
 
     # --- recording ------------------------------------------------------------------------
 

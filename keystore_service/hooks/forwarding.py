@@ -4,20 +4,15 @@ attempt, its record, a review when it is given up, the source's pause and last e
 while the attempt still holds its lease. The relay (relay.py) runs this in threads."""
 from __future__ import annotations
 
-import base64
-import hashlib
-import hmac
 import json
 import logging
 import random as _random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, Optional
 
 import requests
-from standardwebhooks import Webhook
 
 from .. import domain
 from ..domain import SECOND, Micros, State
@@ -27,6 +22,7 @@ from ..sealing import Sealer
 from ..sourcestore import Source, SourceStore
 from ..store import RecordStore
 from . import destinations, rules
+from .providers import standard
 from .rules import Outcome
 
 log = logging.getLogger("keystore.relay")
@@ -79,8 +75,9 @@ class Forwarding:
         if event.body is None:
             return Result(None, "the body is no longer kept", "", None, 0)
         sealed = self.sealer.open(source.sealed)
-        signature = _sign(sealed.get("destination_secret"), event.event_id,
-                          self.clock() // SECOND, event.body)
+        secret = sealed.get("destination_secret")
+        signature = standard.sign(secret, event.event_id, self.clock() // SECOND,
+                                  event.body) if secret else None
         headers = rules.forward_headers(json.loads(event.headers), sealed.get("headers") or {},
                                         event.event_id, event.attempts, signature)
         try:
@@ -158,24 +155,3 @@ def _final(error: str) -> bool:
 
 def _ms(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
-
-
-def _sign(secret: Optional[str], event_id: str, timestamp: int,
-          body: bytes) -> Optional[dict[str, str]]:
-    """Standard Webhooks headers for a destination with a secret (`whsec_` + base64), by
-    the `standardwebhooks` library; a body that is not UTF-8 text (which the library cannot
-    take) is signed by its algorithm on the exact bytes."""
-    if not secret:
-        return None
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError:
-        key = base64.b64decode(secret.removeprefix("whsec_"))
-        signed = f"{event_id}.{timestamp}.".encode() + body
-        signature = "v1," + base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()
-                                             ).decode()
-    else:
-        signature = Webhook(secret).sign(event_id, datetime.fromtimestamp(timestamp, UTC),
-                                         text)
-    return {"webhook-id": event_id, "webhook-timestamp": str(timestamp),
-            "webhook-signature": signature}

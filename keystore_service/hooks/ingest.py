@@ -92,12 +92,13 @@ class Ingest:
     def received(self, source: Source, status: str) -> None:
         self._received(self.tenant_name(source.tenant_id), source.name, status)
 
-    def accept(self, opened: Opened, headers: Headers, body: bytes) -> Answer:
-        """A delivery to `opened`'s ingest URL, by the table above (after 404 and 413)."""
+    def accept(self, opened: Opened, pairs: list[tuple[str, str]], body: bytes) -> Answer:
+        """A delivery to `opened`'s ingest URL (its headers as (name, value) pairs), by the
+        table above (after 404 and 413)."""
         source = opened.source
         now = self.clock()
         provider = providers.provider(source.provider)
-        inbound = Inbound(headers, body, now // SECOND)
+        inbound = Inbound(Headers(pairs), body, now // SECOND)
         status = "invalid_signature"
         try:
             provider.verify(inbound, opened.secrets, source.options)
@@ -114,7 +115,7 @@ class Ingest:
             raise errors.InvalidRequest(f"no event id: {exc}",
                                         details={"field": "event_id"}) from None
         fingerprint = rules.body_fingerprint(body, provider.volatile)
-        kept = rules.kept_headers(headers.items())
+        kept = rules.kept_headers(pairs)  # as they came, names in their own case
         arrival = self._record(source, event_id, fingerprint, body, kept, now)
         self.received(source, _STATUS[arrival])
         if arrival in (Arrival.NEW, Arrival.NEW_INCARNATION):

@@ -181,9 +181,3 @@ def result_of(status: Optional[int], answer: str, error: Optional[str] = None) -
 
 def window_end(window_start: Micros, retry_window_seconds: int) -> Micros:
     return window_start + retry_window_seconds * SECOND
-
-
-def default_ttl(provider_window_seconds: int, retry_window_seconds: int) -> int:
-    """The larger of the provider's retry window and the forwarding window, plus a day: an
-    id is never forgotten while the provider may resend it or its forwarding is retried."""
-    return max(provider_window_seconds, retry_window_seconds) + 24 * 3600

@@ -13,7 +13,7 @@ from .. import errors
 from ..domain import Micros
 from ..sealing import Sealer
 from ..sourcestore import Queue, Source, SourceStore
-from . import destinations, providers, rules
+from . import destinations, providers
 from .ingest import ingest_hash
 
 DAY = 86_400
@@ -49,8 +49,7 @@ class Sources:
         _check_secrets(provider, signing, config)
         dest = body.destination
         self._check_destination(dest.url, dest.secret)
-        ttl = body.ttl_seconds or rules.default_ttl(provider.retry_window_seconds,
-                                                    body.retry_window_seconds)
+        ttl = body.ttl_seconds or provider.default_ttl_seconds(body.retry_window_seconds)
         _check_ttl(ttl, body.retry_window_seconds)
         ingest_id = secrets.token_urlsafe(INGEST_ID_BYTES)
         sealed = self.sealer.seal({"ingest_id": ingest_id, "secrets": signing,
@@ -168,18 +167,15 @@ def _config(provider: str, signature: Optional[dict], event_id: Optional[dict]) 
         raise errors.InvalidRequest("a generic source's event_id is {\"header\": NAME} or "
                                     "{\"json\": [JSON pointers]}", details={"field": "event_id"})
     config = {"signature": signature, "event_id": event_id}
-    validate = getattr(providers.provider("generic"), "validate_config", None)
-    if validate is not None:
-        try:
-            validate(config)
-        except ValueError as exc:
-            raise errors.InvalidRequest(str(exc), details={"field": "event_id"}) from None
+    try:
+        providers.provider(provider).validate_config(config)
+    except ValueError as exc:
+        raise errors.InvalidRequest(str(exc), details={"field": "event_id"}) from None
     return config
 
 
 def _check_secrets(provider: providers.Provider, signing: list[str], config: dict) -> None:
-    unsigned = provider.name == "generic" and config.get("signature") is None
-    if unsigned:
+    if not provider.needs_secret(config):
         if signing:
             raise errors.InvalidRequest("a generic source without a signature takes no secrets",
                                         details={"field": "secrets"})

@@ -82,11 +82,11 @@ HOOKS_ALLOWED = {
     "ingest": {"domain", "errors", "accounts", "hookstore", "reviews", "sealing", "service",
                "sourcestore", "store", "providers", "rules"},
     "sources": {"domain", "errors", "sealing", "sourcestore", "destinations", "providers",
-                "rules", "ingest"},
+                "ingest"},
     "deliveries": {"domain", "errors", "hookstore", "reviews", "sourcestore", "sql", "store",
                    "tables", "rules"},
     "forwarding": {"domain", "hookstore", "reviews", "sealing", "sourcestore", "store",
-                   "destinations", "rules"},
+                   "destinations", "rules", "providers"},
     "relay": {"forwarding"},
 }
 

@@ -2,17 +2,34 @@
 it resends. One module per provider, registered in PROVIDERS; nothing here does I/O, reads a
 clock or knows HTTP beyond the headers and the raw body it is given.
 
-Adding a provider is one module (a `Provider` instance named PROVIDER) and one test.
+Adding a provider is one module (a `Provider` instance named PROVIDER) and one test
+(tests/unit/providers/test_<name>.py; a test checks that every registered provider has one).
+Modules whose name starts with "_" are helpers, not providers.
+
+Every function here reads untrusted input (headers and body of a public request): it either
+returns or raises InvalidSignature / MissingEventId, never another exception, and its messages
+never quote a header, the body or an expected value.
 """
 from __future__ import annotations
 
 import hmac
 import json
-from collections.abc import Callable, Mapping
+import re
+import unicodedata
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 TOLERANCE_SECONDS = 300  # a signed timestamp more than 5 minutes from now, either way: refused
+MAX_EVENT_ID_CHARS = 512  # the contract's limit on a key, in code points
+# The contract's defaults: a source's forwarding retry window, and the day its TTL adds on
+# top of the longer of that and the provider's own retry window.
+FORWARDING_WINDOW_SECONDS = 72 * 3600
+TTL_MARGIN_SECONDS = 24 * 3600
+MAX_SECRET_CHARS = 1024  # far above any provider's secret; a pasted file is a mistake
+# ASCII digits only ("\d" would take "²" and "٢"); 15 digits keep int() away from huge
+# strings and still reach far past any real clock (10^15 s is 31 million years).
+_UNIX_SECONDS = re.compile(r"[0-9]{1,15}")
 
 
 class InvalidSignature(Exception):
@@ -55,42 +72,133 @@ class Inbound:
         event id is in its body)."""
         try:
             return json.loads(self.body)
-        except (ValueError, UnicodeDecodeError):
+        # ValueError covers UnicodeDecodeError and an integer over Python's 4,300 digits;
+        # RecursionError is "[[[[...]]]]" nested deeper than the interpreter's stack.
+        except (ValueError, RecursionError):
             raise MissingEventId("the body is not JSON") from None
+
+    def json_object(self) -> dict:
+        """The body as a JSON object; MissingEventId when it is anything else."""
+        body = self.json()
+        if not isinstance(body, dict):
+            raise MissingEventId("the body is not a JSON object")
+        return body
+
+
+def plain_secret(secret: str) -> None:
+    """The rule for a secret used as given (GitHub, Shopify, Slack, generic): 1-1024
+    characters, no control characters, no surrounding whitespace (a secret pasted with its
+    newline would fail every delivery with 401; refusing it at creation says why)."""
+    if not isinstance(secret, str) or not secret:
+        raise BadSecret("the secret is empty")
+    if len(secret) > MAX_SECRET_CHARS:
+        raise BadSecret(f"the secret is over {MAX_SECRET_CHARS} characters")
+    if secret != secret.strip():
+        raise BadSecret("the secret has surrounding whitespace")
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in secret):
+        raise BadSecret("the secret contains control characters")
+
+
+def no_options(config: Mapping[str, Any]) -> None:
+    """The config rule of every provider but `generic`: no options."""
+    if config:
+        raise ValueError("this provider takes no signature or event_id options")
 
 
 @dataclass(frozen=True)
 class Provider:
-    """A provider's rules. `verify(inbound, secrets, config)` raises InvalidSignature unless
-    one of the secrets (1-2, for rotation) signed it; `event_id(inbound, config)` returns the
-    stable id or raises MissingEventId; `handshake(inbound)` is a body to answer 200 with and
-    store nothing (Slack's url_verification), or None; `check_secret(secret)` raises
-    BadSecret. `config` is the source's provider options (used by `generic`)."""
+    """A provider's rules.
+    - `verify(inbound, secrets, config)`: raises InvalidSignature unless one of `secrets`
+      (1-2, for rotation; tried in turn) signed it, with a fresh timestamp where signed.
+    - `event_id(inbound, config) -> str`: the stable id (1-512 code points, no Cc/Cs) or
+      MissingEventId. Call it only after `verify` passed.
+    - `handshake(inbound) -> dict | None`: a body to answer 200 with, storing nothing
+      (Slack's url_verification), after `verify` passed; None for an ordinary delivery.
+    - `check_secret(secret)`: raises BadSecret for a secret this provider cannot use.
+    - `needs_secret(config) -> bool`: whether a source with this config must have secrets
+      (False only for `generic` without a signature: it then takes none).
+    - `validate_config(config)`: raises ValueError (its message is for the operator) for
+      options the provider cannot use; {} is the only config of all but `generic`.
+    `config` is the source's provider options: for `generic`, {"signature", "event_id"}."""
 
     name: str
-    verify: Callable[[Inbound, list[str], Mapping[str, Any]], None]
+    verify: Callable[[Inbound, Sequence[str], Mapping[str, Any]], None]
     event_id: Callable[[Inbound, Mapping[str, Any]], str]
-    check_secret: Callable[[str], None] = lambda secret: None
+    check_secret: Callable[[str], None] = plain_secret
     handshake: Callable[[Inbound], Optional[dict]] = lambda inbound: None
+    needs_secret: Callable[[Mapping[str, Any]], bool] = lambda config: True
+    validate_config: Callable[[Mapping[str, Any]], None] = no_options
     # How long the provider itself resends a delivery it did not get a 2xx for, in seconds
     # (its documented retry schedule): the default TTL of a source is built from it.
     retry_window_seconds: int = 3 * 24 * 3600
     signs_timestamp: bool = False
-    needs_secret: bool = True
     # Body fields (JSON pointers) that change between resends of one event: left out of the
     # body's fingerprint, so a resend is a duplicate, not a changed body.
     volatile: tuple[str, ...] = field(default_factory=tuple)
     docs: str = ""  # the provider's documentation this module follows
 
+    def default_ttl_seconds(self, forwarding_window_seconds: int = FORWARDING_WINDOW_SECONDS
+                            ) -> int:
+        """A source's default TTL: an event id is remembered while the provider may still
+        resend it and while the gateway may still forward it, and a day more."""
+        return max(self.retry_window_seconds, forwarding_window_seconds) + TTL_MARGIN_SECONDS
+
+
+def _bytes(value: str | bytes) -> bytes:
+    # surrogatepass: a lone surrogate compares (unequal) instead of raising
+    return value.encode("utf-8", "surrogatepass") if isinstance(value, str) else value
+
 
 def equal(a: str | bytes, b: str | bytes) -> bool:
-    """Constant-time comparison of two signatures."""
-    return hmac.compare_digest(a.encode() if isinstance(a, str) else a,
-                               b.encode() if isinstance(b, str) else b)
+    """Constant-time comparison of two signatures (any str, any length: never raises)."""
+    return hmac.compare_digest(_bytes(a), _bytes(b))
+
+
+def mac(secret: str | bytes, message: bytes, algorithm: str = "sha256") -> bytes:
+    """HMAC of `message` keyed with `secret` (a str is keyed by its UTF-8 bytes)."""
+    return hmac.new(_bytes(secret), message, algorithm).digest()
 
 
 def fresh(timestamp: int, now: int) -> bool:
     return abs(now - timestamp) <= TOLERANCE_SECONDS
+
+
+def signed_seconds(value: Optional[str], now: int, what: str) -> int:
+    """A signed Unix timestamp (ASCII digits) within the tolerance of `now`, else
+    InvalidSignature naming `what` (the header or field, never its value)."""
+    if value is None or not _UNIX_SECONDS.fullmatch(value):
+        raise InvalidSignature(f"{what} is missing or not a Unix time in ASCII digits")
+    seconds = int(value)
+    if not fresh(seconds, now):
+        raise InvalidSignature(f"{what} is more than {TOLERANCE_SECONDS} s from now")
+    return seconds
+
+
+def require_secrets(secrets: Sequence[str]) -> Sequence[str]:
+    """The source's secrets, or InvalidSignature when there are none (fail closed)."""
+    if not secrets:
+        raise InvalidSignature("the source has no signing secret")
+    return secrets
+
+
+def checked_event_id(value: Any, what: str) -> str:
+    """`value` as an event id under the contract's key rule (1-512 code points, no control
+    or surrogate characters; kept exactly as sent), else MissingEventId naming `what`."""
+    if not isinstance(value, str) or not value:
+        raise MissingEventId(f"{what} is missing or not a non-empty string")
+    if len(value) > MAX_EVENT_ID_CHARS:
+        raise MissingEventId(f"{what} is over {MAX_EVENT_ID_CHARS} characters")
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):
+        raise MissingEventId(f"{what} contains control characters")
+    return value
+
+
+def header_event_id(inbound: Inbound, name: str) -> str:
+    return checked_event_id(inbound.headers.get(name), f"the {name} header")
+
+
+def body_event_id(inbound: Inbound, name: str) -> str:
+    return checked_event_id(inbound.json_object().get(name), f"the body's {name!r}")
 
 
 PROVIDERS: dict[str, Provider] = {}
@@ -119,5 +227,7 @@ def _load() -> None:
     import importlib
     import pkgutil
     for module in pkgutil.iter_modules(__path__):
+        if module.name.startswith("_"):
+            continue
         register(importlib.import_module(f"{__name__}.{module.name}").PROVIDER)
     _loaded.append(True)

@@ -1,0 +1,178 @@
+"""Forwarding by the contract's tables, on both backends: what a destination's answer does to
+the delivery and the record, the retry schedule and its window, pauses, leases, headers,
+and redelivery. The relay's steps are driven by hand here, on the test clock."""
+from __future__ import annotations
+
+import json
+
+import requests
+
+from keystore_service.hooks.relay import Relay
+
+from .support import create_source
+from .test_ingest import BODY, deliver
+
+HOLDER = "test-relay"
+
+
+def pump(forwarding, session=None, limit=16) -> list:
+    """Take what is due and forward it, as one relay round does; the outcomes."""
+    session = session or requests.Session()
+    out = []
+    for job in forwarding.take(HOLDER, limit):
+        out.append(forwarding.settle(job, HOLDER, forwarding.forward(job, session)))
+    return [o.value if o else None for o in out]
+
+
+def delivery(gw, event_id="evt_1"):
+    status, body, _ = gw.get("/v1/deliveries", event_id=event_id)
+    assert status == 200, body
+    return body["deliveries"][0]
+
+
+def record(gw, event_id="evt_1"):
+    return gw.get("/v1/keys", scope="hook:shop", key=event_id)[1]["record"]
+
+
+def test_a_2xx_delivers_once_with_the_contracts_headers(gw, sink, forwarding):
+    source = create_source(gw, gw.token, sink.url, destination={
+        "url": sink.url, "headers": {"X-N8n-Auth": "t0k", "Idempotency-Key-Extra": "x"}})
+    deliver(gw, source, **{"X-Provider-Thing": "p", "Authorization": "Bearer provider"})
+    assert pump(forwarding) == ["delivered"]
+    assert pump(forwarding) == []  # nothing left to do
+    (got,) = sink.requests
+    assert got["body"] == BODY  # the original bytes
+    h = got["headers"]
+    assert h["Idempotency-Key"] == "evt_1" and h["Keystore-Attempt"] == "1"
+    assert h["X-Provider-Thing"] == "p" and h["X-N8n-Auth"] == "t0k"
+    assert h["Content-Type"] == "application/json" and "Authorization" not in h
+    d = delivery(gw)
+    assert d["state"] == "delivered" and d["attempts"][0]["status_code"] == 200
+    r = record(gw)
+    assert r["state"] == "succeeded" and r["result"]["status_code"] == 200
+    assert json.loads(r["result"]["body"]) == {"n": 0}
+
+
+def test_retries_back_off_then_deliver_with_the_same_identity(gw, sink, forwarding, clock):
+    sink.answer = lambda n, r: 500 if n < 2 else 200
+    source = create_source(gw, gw.token, sink.url)
+    deliver(gw, source)
+    assert pump(forwarding) == ["retry"]
+    d = delivery(gw)
+    assert d["state"] == "queued" and d["next_attempt_at"] is not None
+    clock.advance(1.01)  # after attempt 1: uniform(0, 1 s)
+    assert pump(forwarding) == ["retry"]
+    clock.advance(2.01)  # after attempt 2: uniform(0, 2 s)
+    assert pump(forwarding) == ["delivered"]
+    assert [r["headers"]["Keystore-Attempt"] for r in sink.requests] == ["1", "2", "3"]
+    assert {r["headers"]["Idempotency-Key"] for r in sink.requests} == {"evt_1"}
+    assert [a.get("status_code") for a in delivery(gw)["attempts"]] == [500, 500, 200]
+
+
+def test_a_4xx_fails_at_once_and_opens_a_review_then_redelivery(gw, sink, forwarding):
+    sink.answer = lambda n, r: 400 if n == 0 else 204
+    source = create_source(gw, gw.token, sink.url)
+    deliver(gw, source)
+    assert pump(forwarding) == ["failed"]
+    assert record(gw)["state"] == "failed"
+    (review,) = gw.get("/v1/reviews", kind="delivery_failed")[1]["reviews"]
+    assert review["scope"] == "hook:shop"
+    status, body, _ = gw.post("/v1/deliveries/redeliver", {"source": "shop",
+                                                           "event_id": "evt_1"})
+    assert status == 202 and body["delivery"]["state"] == "queued"
+    assert record(gw)["state"] == "in_progress" and record(gw)["attempt"] == 1
+    assert gw.get("/v1/reviews", kind="delivery_failed")[1]["reviews"] == []
+    assert pump(forwarding) == ["delivered"]
+    assert sink.requests[1]["headers"]["Keystore-Attempt"] == "2"
+    status, body, _ = gw.post("/v1/deliveries/redeliver", {"source": "shop",
+                                                           "event_id": "evt_1"})
+    assert status == 409 and body["error"]["code"] == "already_completed"
+    status, body, _ = gw.post("/v1/deliveries/redeliver", {"source": "shop",
+                                                           "event_id": "evt_1", "force": True})
+    assert status == 202
+
+
+def test_redirects_are_not_followed(gw, sink, forwarding):
+    sink.answer = lambda n, r: (302, {"Location": "http://169.254.169.254/"})
+    deliver(gw, create_source(gw, gw.token, sink.url))
+    assert pump(forwarding) == ["failed"] and len(sink.requests) == 1
+
+
+def test_a_429_with_retry_after_pauses_the_whole_source(gw, sink, forwarding, clock):
+    sink.answer = lambda n, r: (429, {"Retry-After": "30"}) if n == 0 else 200
+    source = create_source(gw, gw.token, sink.url)
+    deliver(gw, source)
+    deliver(gw, source, json.dumps({"id": "evt_2"}).encode(), event_id="evt_2")
+    assert pump(forwarding, limit=1) == ["retry"]
+    clock.advance(29)
+    assert pump(forwarding) == []  # paused: evt_2 waits too
+    paused = gw.get("/v1/sources/shop")[1]["source"]
+    assert paused["paused_until"] and paused["last_error"] == "HTTP 429"
+    clock.advance(1.5)
+    assert sorted(pump(forwarding)) == ["delivered", "delivered"]
+
+
+def test_a_retry_past_the_window_fails(gw, sink, forwarding, clock):
+    sink.answer = lambda n, r: (503, {"Retry-After": "120"})
+    source = create_source(gw, gw.token, sink.url, retry_window_seconds=60)
+    deliver(gw, source)
+    assert pump(forwarding) == ["failed"]  # the next try would be after the 60 s window
+    assert record(gw)["state"] == "failed"
+
+
+def test_a_timeout_is_retried_and_an_unreachable_host_too(gw, forwarding, clock):
+    source = create_source(gw, gw.token, "http://127.0.0.1:9/nothing-listens")
+    deliver(gw, source)
+    assert pump(forwarding) == ["retry"]
+    assert delivery(gw)["attempts"][0]["error"] == "no connection"
+
+
+def test_an_expired_lease_is_taken_over_and_the_old_result_dropped(gw, sink, forwarding,
+                                                                   clock):
+    source = create_source(gw, gw.token, sink.url)
+    deliver(gw, source)
+    (first,) = forwarding.take("relay-a", 1)  # relay A takes it ... and stalls
+    clock.advance(10 + 15 + 0.001)  # timeout + 15 s: the lease ran out
+    (second,) = forwarding.take("relay-b", 1)
+    assert second.event.attempts == 2
+    session = requests.Session()
+    assert forwarding.settle(first, "relay-a", forwarding.forward(first, session)) is None
+    assert forwarding.settle(second, "relay-b", forwarding.forward(second, session)).value \
+        == "delivered"
+    assert [r["headers"]["Keystore-Attempt"] for r in sink.requests] == ["1", "2"]
+
+
+def test_max_in_flight_holds_across_relays(gw, sink, forwarding):
+    source = create_source(gw, gw.token, sink.url, max_in_flight=2)
+    for n in range(5):
+        deliver(gw, source, json.dumps({"id": n}).encode(), event_id=f"e{n}")
+    a = forwarding.take("relay-a", 10)
+    b = forwarding.take("relay-b", 10)
+    assert (len(a), len(b)) == (2, 0)
+
+
+def test_a_real_relay_forwards_within_a_moment(gw_app, gw, sink):
+    """The relay thread, woken by the accepting process, on the real clock."""
+    import time
+
+    from keystore_service.app import create_app
+    from keystore_service.settings import Settings
+
+    from .support import KEY
+    ks = gw_app.extensions["keystore"]
+    live = create_app(Settings(database_url=str(ks.settings.database_url), secret_key=KEY))
+    gateway = live.extensions["keystore"].gateway
+    relay: Relay = gateway.start_relay(live.extensions["keystore"].settings, "live-relay")
+    try:
+        source = create_source(gw, gw.token, sink.url)
+        path = "/hooks/" + source["ingest_url"].rsplit("/", 1)[1]
+        from .support import signed
+        started = time.monotonic()
+        r = live.test_client().post(path, data=BODY, headers=signed(BODY, "evt_live"))
+        assert r.status_code == 202
+        while not sink.requests and time.monotonic() - started < 5:
+            time.sleep(0.005)
+        assert sink.requests and time.monotonic() - started < 1.0
+    finally:
+        relay.stop()
+        live.extensions["keystore"].database.engine.dispose()
