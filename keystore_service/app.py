@@ -66,7 +66,7 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
     observed = metrics.Metrics(settings.metrics_max_scopes, database)
     reviews = ReviewStore(database)
     service = KeyStoreService(records, reviews, clock, observed)
-    return Keystore(settings, database, service, accounts,
+    ks = Keystore(settings, database, service, accounts,
                     Authenticator(accounts, settings.token_cache_seconds),
                     BatchClaims(service), Operations(service),
                     Jobs(service, settings.keep_finished_seconds,
@@ -79,6 +79,8 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
                                           settings.wait_token_share),
                     gateway.build(settings, database, records, reviews, accounts, clock,
                                   observed))
+    ks.jobs.also.append(ks.gateway.forwarding.events.drop_old_bodies)
+    return ks
 
 
 def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock, *,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import click
 
-from . import backup, config_report, logs, migrate, queries, server
+from . import backup, cli_hooks, config_report, logs, migrate, queries, server
 from .accounts import AccountError, Accounts
 from .db import Database, create
 from .render import rfc3339
@@ -284,3 +284,6 @@ def config(as_json: bool) -> None:
                else config_report.as_table(items))
     if any(item.error for item in items):
         sys.exit(1)
+
+
+cli_hooks.register(main, _keystore, _database, _say)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
@@ -72,14 +73,32 @@ def build(settings: Settings, database: Database, records: RecordStore, reviews:
 
 
 def _key_file(settings: Settings) -> Optional[str]:
-    path = settings.secret_key_file
-    if not path:
+    """The key file's text: KEYSTORE_SECRET_KEY_FILE, else (SQLite, no key set) the key
+    beside the database, made on first use (mode 600; O_EXCL, so processes starting at once
+    agree on one key)."""
+    if settings.secret_key:
         return None
+    path = Path(settings.secret_key_file) if settings.secret_key_file else \
+        default_key_file(settings.database_url)
+    if path is None:
+        return None
+    if not settings.secret_key_file and not path.exists():
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            pass
+        except OSError:
+            return None  # a read-only directory: sources need KEYSTORE_SECRET_KEY then
+        else:
+            with os.fdopen(fd, "w") as f:
+                f.write(Sealer.new_key() + "\n")
+            log.info("made the key that seals webhook sources' secrets: %s (back it up with "
+                     "the database, keep it out of database dumps)", path)
     try:
-        return Path(path).read_text()
+        return path.read_text()
     except OSError as exc:
-        raise SystemExit(f"keystore: cannot read KEYSTORE_SECRET_KEY_FILE ({exc.strerror})") \
-            from None
+        raise SystemExit(f"keystore: cannot read the secret key file {path} "
+                         f"({exc.strerror})") from None
 
 
 def default_key_file(database_url: str) -> Optional[Path]:

@@ -41,6 +41,8 @@ class Jobs:
         self.keep_finished = keep_finished_seconds * domain.SECOND
         self.keep_unresolved = keep_unresolved_seconds * domain.SECOND
         self.keep_report_days = keep_report_days
+        # More work of the sweep, each `(cursor, now)` in its last transaction (app.build).
+        self.also: list[Callable] = []
         d = self.db.engine.dialect
         stale = (select(records).where(
             R.state == State.IN_PROGRESS.value, R.on_stale == domain.OnStale.RECONCILE.value,
@@ -129,6 +131,8 @@ class Jobs:
         oldest = dt.date.fromisoformat(day_of(now)) - dt.timedelta(days=self.keep_report_days)
         with self.records.transaction() as cur:
             self.reports.forget_before(cur, oldest)
+            for also in self.also:  # e.g. the gateway's bodies kept past their time
+                also(cur, now)
         return total
 
     def _purge(self, cur, ids: list[int], now: int) -> int:

@@ -176,3 +176,19 @@ def test_a_real_relay_forwards_within_a_moment(gw_app, gw, sink):
     finally:
         relay.stop()
         live.extensions["keystore"].database.engine.dispose()
+
+
+def test_a_delivered_body_is_dropped_after_its_time_and_then_cannot_be_redelivered(
+        gw_app, gw, sink, forwarding, clock):
+    source = create_source(gw, gw.token, sink.url, keep_body_seconds=3600)
+    deliver(gw, source)
+    assert pump(forwarding) == ["delivered"]
+    jobs = gw_app.extensions["keystore"].jobs
+    jobs.sweep()
+    assert delivery(gw)["body_kept"] is True
+    clock.advance(3600)
+    jobs.sweep()
+    assert delivery(gw)["body_kept"] is False
+    status, body, _ = gw.post("/v1/deliveries/redeliver", {"source": "shop",
+                                                           "event_id": "evt_1", "force": True})
+    assert status == 409 and body["error"]["code"] == "body_dropped"

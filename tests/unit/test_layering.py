@@ -39,7 +39,8 @@ ALLOWED = {
             "report", "ratelimit", "oversight", "secretstore", "ui", "ui_errors", "waiting",
             "bodies", "gateway", "hooks_api", "forwarded"},
     "cli": {"migrate", "accounts", "db", "render", "server", "service", "settings", "app",
-            "logs", "queries", "backup", "config_report"},
+            "logs", "queries", "backup", "config_report", "cli_hooks"},
+    "cli_hooks": {"errors", "hook_schemas", "render", "sealing"},
     # deploy and operate (issue 16): backups, the configuration report, proxy addresses
     "backup": {"db", "migrate"},
     "config_report": {"settings"},
