@@ -5,6 +5,7 @@ import pytest
 
 from keystore_service.app import create_app
 from keystore_service.settings import Settings
+from tests.e2e.conftest import e2e_url  # noqa: F401 (a database per module, both backends)
 from tests.support import T0, Http
 
 from .support import KEY, Sink, register

@@ -192,3 +192,30 @@ def test_a_delivered_body_is_dropped_after_its_time_and_then_cannot_be_redeliver
     status, body, _ = gw.post("/v1/deliveries/redeliver", {"source": "shop",
                                                            "event_id": "evt_1", "force": True})
     assert status == 409 and body["error"]["code"] == "body_dropped"
+
+
+def test_the_gateways_metrics(gw_app, gw, sink, forwarding):
+    from prometheus_client.parser import text_string_to_metric_families
+    source = create_source(gw, gw.token, sink.url)
+    deliver(gw, source)
+    deliver(gw, source)  # duplicate
+    deliver(gw, source, json.dumps({"id": "evt_1", "x": 1}).encode())  # held
+    deliver(gw, source, json.dumps({"id": "q"}).encode(), event_id="q")
+    text = gw_app.test_client().get("/metrics").get_data(as_text=True)
+
+    def value(name, **labels):
+        for family in text_string_to_metric_families(text):
+            for s in family.samples:
+                if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                    return s.value
+        return None
+    assert value("keystore_hook_queue_depth", tenant="acme", source="shop") == 2
+    assert value("keystore_hook_oldest_queued_seconds", tenant="acme", source="shop") == 0
+    before = value("keystore_hooks_received_total", tenant="acme", source="shop",
+                   status="duplicate") or 0
+    assert before >= 1
+    assert pump(forwarding) == ["delivered", "delivered"]
+    text = gw_app.test_client().get("/metrics").get_data(as_text=True)
+    assert value("keystore_hook_queue_depth", tenant="acme", source="shop") == 0
+    assert value("keystore_hook_forwards_total", tenant="acme", source="shop",
+                 outcome="delivered") >= 2
