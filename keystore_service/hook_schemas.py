@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from .hooks import providers
 from .queries import Cursor, QueryInt
 from .schemas import Int, Key, Text, _Body, _Out
 from .settings import MAX_TTL_SECONDS
@@ -18,6 +19,15 @@ HeaderName = Annotated[str, StringConstraints(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-
 HeaderValue = Annotated[str, StringConstraints(max_length=4096,
                                                pattern=r"^[\x20-\x7e\x80-\xff]*$")]
 Secret = Text(1, 512, writeOnly=True)
+def _known_provider(name: str) -> str:
+    if name not in providers.names():
+        raise ValueError(f"the provider is one of {', '.join(providers.names())}")
+    return name
+
+
+# The registered provider modules (hooks/providers/): adding one adds it here too.
+Provider = Annotated[str, AfterValidator(_known_provider),
+                     Field(json_schema_extra={"enum": providers.names()})]
 RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection",
                               "idempotency-key", "keystore-attempt", "webhook-id",
                               "webhook-timestamp", "webhook-signature"})
@@ -55,7 +65,7 @@ class Destination(_Body):
 
 class SourceCreate(_Body):
     name: SourceName
-    provider: Annotated[str, StringConstraints(pattern=r"^[a-z0-9_]{1,32}$")]
+    provider: Provider
     secrets: Optional[Annotated[list[Secret], Field(min_length=1, max_length=2)]] = None
     signature: Optional[Signature] = None
     event_id: Optional[EventIdRule] = None

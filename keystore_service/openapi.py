@@ -6,6 +6,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from . import hook_schemas as hs
 from . import schemas
 
 REF = "#/components/schemas/{model}"
@@ -113,7 +114,8 @@ def _plain(summary: str) -> dict:
 
 
 def document() -> dict:
-    models = [schemas.ClaimRequest, schemas.BatchClaimRequest, schemas.BatchClaimResponse,
+    models = [*GATEWAY_MODELS,
+              schemas.ClaimRequest, schemas.BatchClaimRequest, schemas.BatchClaimResponse,
               schemas.ResolveRequest, schemas.ResolveResponse, schemas.ReviewsResponse,
               schemas.ReportResponse, schemas.CompleteRequest, schemas.ReleaseRequest,
               schemas.ExtendRequest, schemas.ExpireRequest, schemas.ClaimResponse,
@@ -140,6 +142,7 @@ def document() -> dict:
         "/v1/whoami": {"get": {"summary": "The token's tenant, role and name (credential tests)",
                                "responses": {"200": _json(schemas.WhoAmI, "ok"),
                                              **_errors("401", "429", "503")}}},
+        **_gateway(),
         "/healthz": _plain("The process is alive"),
         "/readyz": _plain("The database answers"),
     }
@@ -152,12 +155,77 @@ def document() -> dict:
             "security": [{"bearer": []}]}
 
 
+GATEWAY_MODELS = [hs.SourceCreate, hs.SourceChange, hs.SourceResponse, hs.SourcesResponse,
+                  hs.Redeliver, hs.DeliveriesResponse, hs.DeliveryResponse, hs.IngestAnswer]
+
+
+def _body_of(model: type[BaseModel]) -> dict:
+    return {"required": True, "content": {"application/json": {
+        "schema": {"$ref": REF.format(model=model.__name__)}}}}
+
+
+def _gateway() -> dict:
+    """The inbound webhook gateway: sources and deliveries (operator), and the ingest URL."""
+    op = _errors("400", "401", "403", "429", "503")
+    name = [{"name": "name", "in": "path", "required": True,
+             "schema": {"type": "string", "pattern": "^[a-z0-9_-]{1,64}$"}}]
+    one = {"200": _json(hs.SourceResponse, "the source (never its secrets)"), **op,
+           "404": _json(schemas.ErrorResponse, "no such source")}
+    return {
+        "/v1/sources": {
+            "post": {"summary": "Create a webhook source (operator)",
+                     "requestBody": _body_of(hs.SourceCreate),
+                     "responses": {"201": _json(hs.SourceResponse, "created, with its "
+                                                "ingest_url"), **op, **_errors("413")}},
+            "get": {"summary": "The tenant's webhook sources (operator)",
+                    "responses": {"200": _json(hs.SourcesResponse, "ok"), **op}}},
+        "/v1/sources/{name}": {
+            "get": {"summary": "One source", "parameters": name, "responses": one},
+            "patch": {"summary": "Change a source (rotate secrets, move the destination)",
+                      "parameters": name, "requestBody": _body_of(hs.SourceChange),
+                      "responses": {**one, **_errors("413")}},
+            "delete": {"summary": "Disable a source: its ingest URL answers 404",
+                       "parameters": name, "responses": one}},
+        "/v1/deliveries": {"get": {
+            "summary": "Deliveries of the tenant's sources, newest first (operator)",
+            "parameters": _query(hs.DeliveriesQuery),
+            "responses": {"200": _json(hs.DeliveriesResponse, "ok"), **op}}},
+        "/v1/deliveries/redeliver": {"post": {
+            "summary": "Forward an event again under the same identity (operator)",
+            "requestBody": _body_of(hs.Redeliver),
+            "responses": {"202": _json(hs.DeliveryResponse, "queued again"), **op,
+                          **_errors("413"),
+                          "404": _json(schemas.ErrorResponse, "no such source or event"),
+                          "409": _json(schemas.ErrorResponse, "in_progress, "
+                                       "already_completed or body_dropped")}}},
+        "/hooks/{ingest_id}": {"post": {
+            "summary": "A provider's webhook (no bearer token: its signature is the "
+                       "credential)", "security": [],
+            "parameters": [{"name": "ingest_id", "in": "path", "required": True,
+                            "schema": {"type": "string", "maxLength": 128}}],
+            "requestBody": {"required": False, "content": {"*/*": {"schema": {}}}},
+            "responses": {"202": _json(hs.IngestAnswer, "accepted (committed)"),
+                          "200": _json(hs.IngestAnswer, "duplicate or held"),
+                          "400": _json(schemas.ErrorResponse, "no event id"),
+                          "401": _json(schemas.ErrorResponse, "invalid_signature"),
+                          "404": _json(schemas.ErrorResponse, "no such source"),
+                          **_errors("413", "429", "503")}}},
+    }
+
+
 OPERATION_IDS = {("/v1/claim", "post"): "claim", ("/v1/claim/batch", "post"): "claimBatch",
                  ("/v1/complete", "post"): "complete", ("/v1/release", "post"): "release",
                  ("/v1/extend", "post"): "extend", ("/v1/expire", "post"): "expire",
                  ("/v1/keys", "get"): "lookup", ("/v1/reviews", "get"): "listReviews",
                  ("/v1/resolve", "post"): "resolve", ("/v1/report", "get"): "report",
                  ("/v1/whoami", "get"): "whoami", ("/healthz", "get"): "healthz",
+                 ("/v1/sources", "post"): "createSource", ("/v1/sources", "get"): "listSources",
+                 ("/v1/sources/{name}", "get"): "showSource",
+                 ("/v1/sources/{name}", "patch"): "changeSource",
+                 ("/v1/sources/{name}", "delete"): "disableSource",
+                 ("/v1/deliveries", "get"): "listDeliveries",
+                 ("/v1/deliveries/redeliver", "post"): "redeliver",
+                 ("/hooks/{ingest_id}", "post"): "ingest",
                  ("/readyz", "get"): "readyz"}
 _SAME_RECORD = {"scope": "$request.body#/scope", "key": "$request.body#/key"}
 _HOLDER = {**_SAME_RECORD, "lease_token": "$response.body#/lease_token"}

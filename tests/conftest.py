@@ -28,6 +28,8 @@ from tests.support import T0, FakeClock, Http
 hypothesis_settings.register_profile("shared-machine", deadline=None)
 hypothesis_settings.load_profile("shared-machine")
 
+TEST_KEY = "cNk6cVlTCFCk0NKWaFUBSi1_dBbOG9Z-mUbGkN9yQBw="  # seals webhook sources' secrets
+
 PG_ADMIN_URL = os.environ.get("KEYSTORE_TEST_POSTGRES_URL",
                               "postgresql://postgres@127.0.0.1:5432/test")
 
@@ -107,7 +109,7 @@ def clock():
 @pytest.fixture
 def ks(database_url, clock):
     """The wired key store (service, accounts, auth) on a test clock."""
-    keystore = app_module.build(Settings(database_url=database_url), clock)
+    keystore = app_module.build(Settings(database_url=database_url, secret_key=TEST_KEY), clock)
     yield keystore
     keystore.database.engine.dispose()
 
@@ -121,7 +123,7 @@ def tenant_id(ks) -> int:
 
 @pytest.fixture
 def app(database_url, clock):
-    application = create_app(Settings(database_url=database_url), clock)
+    application = create_app(Settings(database_url=database_url, secret_key=TEST_KEY), clock)
     yield application
     application.extensions["keystore"].database.engine.dispose()
 

@@ -41,7 +41,8 @@ def fuzz_app(tmp_path_factory):
     migrate.upgrade(url)
     # No seats for waiting: a generated `wait=30` on a running claim would sleep 30 s per
     # example; the lookup then answers at once, as it does past its seats (tests/e2e).
-    app = create_app(Settings(database_url=url, wait_share=0))
+    app = create_app(Settings(database_url=url, wait_share=0,
+                              secret_key="cNk6cVlTCFCk0NKWaFUBSi1_dBbOG9Z-mUbGkN9yQBw="))
     ks = app.extensions["keystore"]
     ks.accounts.create_tenant("fuzz", T0)
     app.config["fuzz_token"] = ks.accounts.create_token("fuzz", "operator", None, T0)
@@ -55,6 +56,12 @@ def operations(app) -> list:
 
 
 SPEC = document()
+
+
+def _semantic(details: dict) -> bool:
+    fields = [str(details.get("field", ""))] + [str(e.get("field", ""))
+                                                 for e in details.get("errors", [])]
+    return any(set(f.split(".")) & set(SEMANTIC) for f in fields if f)
 
 
 def truly_valid(case) -> bool:
@@ -85,17 +92,24 @@ def test_every_operation_is_fuzzed(fuzz_app):
         ("POST", "/v1/release"), ("POST", "/v1/extend"), ("POST", "/v1/expire"),
         ("GET", "/v1/keys"), ("GET", "/v1/reviews"), ("POST", "/v1/resolve"),
         ("GET", "/v1/report"), ("GET", "/v1/whoami")}
-    assert len(operations(fuzz_app)) <= OPERATIONS
+    assert len(operations(fuzz_app)) == OPERATIONS
 
 
-OPERATIONS = 14  # the parametrized range below: every operation of the document gets one
+# Every operation of the document gets one run of the test below.
+OPERATIONS = sum(len(ops) for ops in document()["paths"].values())
+# Refusals the schema cannot foresee, by field: a version of the other kind than the stored
+# record's, a page cursor of the right shape never given out, and what a webhook source is
+# checked against beyond its shape (a provider's secret format, a destination's address, a
+# taken name, a TTL shorter than the forwarding window plus a day, a generic source's rules),
+# a proposed lease token that is a constant (lt_000...: not random, which a pattern cannot
+# say), and a resolution that does not fit the record (redeliver outside hook: scopes).
+SEMANTIC = ("cursor", "name", "secrets", "destination", "ttl_seconds", "event_id",
+            "signature", "lease_token", "action")
 
 
 @pytest.mark.parametrize("index", range(OPERATIONS))
 def test_the_api_holds_its_contract_under_fuzzing(fuzz_app, index):
     ops = operations(fuzz_app)
-    if index >= len(ops):
-        return
     token = fuzz_app.config["fuzz_token"]
     counted = {"refused": 0, "answered": 0}
 
@@ -115,8 +129,9 @@ def test_the_api_holds_its_contract_under_fuzzing(fuzz_app, index):
         if case.meta.generation.mode.is_positive and response.status_code == 400 \
                 and truly_valid(case):
             details = response.json()["error"]["details"]
-            assert (details.get("field") == "version" and "stored_kind" in details) or \
-                details.get("field") == "cursor", f"a schema-valid request was refused: {details}"
+            field = str(details.get("field", ""))
+            assert (field == "version" and "stored_kind" in details) or \
+                _semantic(details), f"a schema-valid request was refused: {details}"
         assert response.status_code < 500
         if response.status_code in REFUSED:
             counted["refused"] += 1

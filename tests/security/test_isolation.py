@@ -19,6 +19,11 @@ def setup_victim(http, clock):
     http.post("/v1/complete", {**REF, "lease_token": lease, "state": "succeeded",
                                "result": {"resource_id": "INV-SECRET"}})
     http.post("/v1/claim", {**REF, "payload": 2})  # mismatch -> review
+    status, _, _ = http.post("/v1/sources", {
+        "name": "shop", "provider": "generic", "signature": None,
+        "event_id": {"header": "X-Id"}, "destination": {"url": "http://127.0.0.1:9/"}},
+        token=http.operator)
+    assert status == 201
     stale = http.post("/v1/claim", {"scope": "invoice", "key": "evt-2", "lease_seconds": 5})
     clock.advance(5)
     http.post("/v1/claim", {"scope": "invoice", "key": "evt-2"})  # -> needs_reconciliation
@@ -26,6 +31,7 @@ def setup_victim(http, clock):
 
 
 def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
+    http.operator = tokens["acme_operator"]
     lease, stale_lease = setup_victim(http, clock)
     accounts = app.extensions["keystore"].accounts
     foreign_op = Http(http.client, accounts.create_token("globex", "operator", None, T0))
@@ -46,6 +52,14 @@ def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
         ("GET", "/v1/reviews"): lambda: foreign_op.get("/v1/reviews"),
         ("GET", "/v1/report"): lambda: foreign_op.get("/v1/report", date="2027-01-15"),
         ("GET", "/v1/whoami"): lambda: foreign.get("/v1/whoami"),
+        ("GET", "/v1/sources"): lambda: foreign_op.get("/v1/sources"),
+        ("POST", "/v1/sources"): lambda: foreign.post("/v1/sources", {}),
+        ("GET", "/v1/sources/{name}"): lambda: foreign_op.get("/v1/sources/shop"),
+        ("PATCH", "/v1/sources/{name}"): lambda: _patch(foreign_op, "/v1/sources/shop"),
+        ("DELETE", "/v1/sources/{name}"): lambda: _delete(foreign_op, "/v1/sources/shop"),
+        ("GET", "/v1/deliveries"): lambda: foreign_op.get("/v1/deliveries"),
+        ("POST", "/v1/deliveries/redeliver"): lambda: foreign_op.post(
+            "/v1/deliveries/redeliver", {"source": "shop", "event_id": "evt-1"}),
         ("POST", "/v1/claim"): lambda: foreign.post("/v1/claim", {**REF, "payload": 3}),
         ("POST", "/v1/claim/batch"): lambda: foreign.post("/v1/claim/batch", {
             "scope": "invoice", "items": [{"key": "evt-1", "payload": 3},
@@ -62,6 +76,12 @@ def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
     assert answers[("GET", "/v1/reviews")][1]["reviews"] == []
     assert answers[("GET", "/v1/report")][1]["scopes"] == []
     assert answers[("GET", "/v1/whoami")][1]["tenant"] == "globex"  # its own tenant only
+    assert answers[("GET", "/v1/sources")][1]["sources"] == []
+    assert answers[("GET", "/v1/deliveries")][1]["deliveries"] == []
+    assert answers[("POST", "/v1/sources")][0] == 403  # a client token
+    for call in [("GET", "/v1/sources/{name}"), ("PATCH", "/v1/sources/{name}"),
+                 ("DELETE", "/v1/sources/{name}"), ("POST", "/v1/deliveries/redeliver")]:
+        assert answers[call][0] == 404, call
     assert answers[("POST", "/v1/claim")][1]["outcome"] == "acquired"  # its own record
     assert [r["outcome"] for r in answers[("POST", "/v1/claim/batch")][1]["results"]] == \
         ["in_progress", "acquired"]  # its own records: evt-1 was just claimed above
@@ -92,3 +112,13 @@ def test_tokens_are_compared_in_constant_time(app, tokens, monkeypatch):
     monkeypatch.setattr(hmac, "compare_digest", spy)
     accounts = app.extensions["keystore"].accounts
     assert accounts.principal(tokens["acme"]) is not None and compared
+
+
+def _patch(http, path):
+    r = http.client.patch(path, json={"max_in_flight": 1}, headers=http._auth(...))
+    return r.status_code, r.get_json(silent=True), r.headers
+
+
+def _delete(http, path):
+    r = http.client.delete(path, headers=http._auth(...))
+    return r.status_code, r.get_json(silent=True), r.headers
