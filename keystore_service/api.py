@@ -95,13 +95,16 @@ def claim():
     c = Claim(body.scope, body.key, _fingerprint(body, "payload"),
               body.ttl_seconds or settings.default_ttl_seconds,
               body.lease_seconds or settings.default_lease_seconds, body.on_stale,
-              *_version(body), lease_token=body.lease_token)
+              *_version(body), lease_token=body.lease_token,
+              on_late_repeat=body.on_late_repeat)
     try:  # waiting takes a seat (waiting.py); without one, the claim answers at once
         with ks.waits.seat(g.principal.token_id) if wait else nullcontext(False) as seated:
             result = _service().claim(g.principal.tenant_id, c, wait if seated else 0)
     except errors.KeystoreError as exc:
         if exc.outcome:
             _metrics().claim(body.scope, exc.outcome)
+        if getattr(exc, "late", None) is not None:
+            exc.details["late_repeat"] = _late_json(exc.late)
         raise
     _metrics().claim(body.scope, result.outcome.value)
     record = result.record
@@ -110,10 +113,17 @@ def claim():
                        {"Idempotent-Replayed": "true"})
     answer = {"outcome": "acquired", "lease_token": result.lease_token,
               "attempt": record.attempt, "record": _record(record)}
+    if result.late is not None:  # acquired, but probably the old event sent again
+        answer["late_repeat"] = _late_json(result.late)
     if result.resumed:  # the same attempt again: its first answer was lost
         return respond({**answer, "resumed": True}, 201, record,
                        {"Idempotent-Replayed": "true"})
     return respond(answer, 201, record)
+
+
+def _late_json(trace) -> dict:
+    return {"first_seen_at": rfc3339(trace.first_seen_at),
+            "expired_at": rfc3339(trace.expired_at), "resource_id": trace.resource_id}
 
 
 @bp.post("/claim/batch")

@@ -28,6 +28,7 @@ from .secretstore import SecretStore
 from .service import Clock, KeyStoreService, system_clock
 from .settings import Settings, load
 from .store import RecordStore
+from .tracestore import TraceStore
 from .waiting import WaitSeats
 
 log = logging.getLogger("keystore")
@@ -65,7 +66,8 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
     accounts, records = Accounts(database), RecordStore(database)
     observed = metrics.Metrics(settings.metrics_max_scopes, database)
     reviews = ReviewStore(database)
-    service = KeyStoreService(records, reviews, clock, observed)
+    service = KeyStoreService(records, reviews, clock, observed, traces=TraceStore(database),
+                              late_window_seconds=settings.late_repeat_window_seconds)
     ks = Keystore(settings, database, service, accounts,
                     Authenticator(accounts, settings.token_cache_seconds),
                     BatchClaims(service), Operations(service),

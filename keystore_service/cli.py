@@ -158,7 +158,7 @@ def report(day: str | None, tenant_name: str, as_json: bool) -> None:
         click.echo(json.dumps(body, indent=2))
         return
     columns = ("claimed", "succeeded", "failed", "released", "in_progress",
-               "waiting_for_review", "duplicates_suppressed", "mismatches")
+               "waiting_for_review", "duplicates_suppressed", "mismatches", "late_repeats")
     click.echo(f"Report for {body['date']} (UTC), tenant {tenant_name}")
     click.echo("scope".ljust(28) + "".join(c[:12].rjust(13) for c in columns))
     for row in body["scopes"]:

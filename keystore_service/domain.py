@@ -285,3 +285,38 @@ def decide_expire(r: Optional[Record], now: Micros) -> Verdict:
     if lease_live(r, now):
         return Verdict.IN_PROGRESS
     return Verdict.APPLY
+
+
+# --- late repeats (contract v1.1) -------------------------------------------------------
+
+
+class LatePolicy(StrEnum):
+    ALLOW = "allow"  # acquired as usual, marked as a late repeat
+    REVIEW = "review"  # 409 needs_reconciliation with a late_repeat review
+
+
+@dataclass(frozen=True, slots=True)
+class Trace:
+    """What is kept of a finished record once it expired (never its result body)."""
+
+    fingerprint: str
+    resource_id: Optional[str]
+    first_seen_at: Micros
+    expired_at: Micros
+
+
+def trace_of(r: Record) -> Optional[Trace]:
+    """The trace a finished record with a fingerprint leaves when it expires."""
+    if r.state not in FINISHED or r.fingerprint is None:
+        return None
+    return Trace(r.fingerprint, r.result_resource_id, r.first_seen_at, r.expires_at)
+
+
+def late_repeat(trace: Optional[Trace], fingerprint: Optional[str], now: Micros,
+                window: Micros) -> bool:
+    """A claim that acquires a key afresh is a late repeat when the key's trace has the
+    same fingerprint and the trace's own window (from the expiry on) has not run out: most
+    likely the old event sent again after the retention window, not a re-issue. A different
+    fingerprint after expiry is a legitimate re-issue."""
+    return (trace is not None and window > 0 and fingerprint is not None
+            and trace.fingerprint == fingerprint and now < trace.expired_at + window)

@@ -133,6 +133,12 @@ class Jobs:
             self.reports.forget_before(cur, oldest)
             for also in self.also:  # e.g. the gateway's bodies kept past their time
                 also(cur, now)
+        traces = self.service.traces
+        if traces is not None:  # traces past their own window, in batches like records
+            for _ in range(max_batches):
+                with self.records.transaction() as cur:
+                    if traces.forget(cur, now - self.service.late_window, batch) < batch:
+                        break
         return total
 
     def _purge(self, cur, ids: list[int], now: int) -> int:
@@ -141,6 +147,8 @@ class Jobs:
         if not ids:
             return 0
         self.reports.keep(cur, ids)
+        if self.service.late_window:
+            self.service.traces.keep(cur, ids)  # what a late repeat is recognised by
         d = self.db.engine.dialect
         Sql(update(reviews).where(reviews.c.state == "open", reviews.c.record_id.in_(ids))
             .values(state="resolved", resolution="purged", resolved_at=now, updated_at=now),

@@ -42,6 +42,8 @@ DB_ERRORS = Counter("keystore_database_errors_total",
 DURATION = Histogram("keystore_request_duration_seconds", "Request duration by endpoint",
                      ["endpoint"], buckets=LATENCY_BUCKETS)
 _REPEATS = frozenset({"replay", "in_progress", "needs_reconciliation"})
+LATE_REPEATS = Counter("keystore_late_repeats_total", "Keys acquired again after their "
+                       "window with their old fingerprint (late repeats)", ["scope"])
 HOOKS_RECEIVED = Counter("keystore_hooks_received_total", "Webhook deliveries received, by "
                          "what became of them", ["tenant", "source", "status"])
 HOOK_FORWARDS = Counter("keystore_hook_forwards_total", "Forwards of accepted events, by "
@@ -91,6 +93,9 @@ class Metrics(Events):
                 self._count_expiries.run(own, {"scope": scope, "n": count})
         else:
             self._count_expiries.run(cur, {"scope": scope, "n": count})
+
+    def late_repeat(self, scope: str) -> None:
+        LATE_REPEATS.labels(self._scope(scope)).inc()
 
     def hook_received(self, tenant: str, source: str, status: str) -> None:
         HOOKS_RECEIVED.labels(tenant, source, status).inc()
@@ -191,7 +196,7 @@ def exposition(db: Database, clock, max_scopes: int = 100) -> bytes:
         multiprocess.MultiProcessCollector(registry)
     else:
         for metric in (CLAIMS, DUPLICATES, MISMATCHES, DB_ERRORS, DURATION, HOOKS_RECEIVED,
-                       HOOK_FORWARDS, FORWARD_DURATION):
+                       HOOK_FORWARDS, FORWARD_DURATION, LATE_REPEATS):
             registry.register(metric)
     registry.register(OpenReviews(db, clock))
     registry.register(LeaseExpiries(db, max_scopes))

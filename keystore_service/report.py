@@ -25,9 +25,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 from . import domain
 from .db import Database
 from .sql import Sql
-from .tables import REPORT_COUNTS, attempts, records, report_counts, reviews
+from .tables import REPORT_COUNTS, attempts, late_repeats, records, report_counts, reviews
 
-R, A, V, K = records.c, attempts.c, reviews.c, report_counts.c
+R, A, V, K, LR = records.c, attempts.c, reviews.c, report_counts.c, late_repeats.c
 SHARED_IDS_SHOWN = 20  # per scope: enough to act on, bounded for a huge incident
 DAY = 86_400 * domain.SECOND
 EPOCH = date(1970, 1, 1)
@@ -110,7 +110,8 @@ class Reports:
         start, end = day_bounds(day)
         scopes: dict[str, dict] = defaultdict(lambda: dict.fromkeys(
             ("claimed", "succeeded", "failed", "released", "taken_over", "resolved",
-             "in_progress", "waiting_for_review", "duplicates_suppressed", "mismatches"), 0))
+             "in_progress", "waiting_for_review", "duplicates_suppressed", "mismatches",
+             "late_repeats"), 0))
         mine = R.tenant_id == tenant_id
         with self._snapshot() as cur:
             for scope, *kept in self._rows(cur, select(K.scope, *[K[n] for n in REPORT_COUNTS])
@@ -147,6 +148,9 @@ class Reports:
                     V.tenant_id == tenant_id, V.kind == "fingerprint_mismatch",
                     V.opened_at >= start, V.opened_at < end).group_by(V.scope)):
                 scopes[scope]["mismatches"] = int(n or 0)
+            for scope, n in self._rows(cur, select(LR.scope, func.count()).where(
+                    LR.tenant_id == tenant_id, LR.at >= start, LR.at < end).group_by(LR.scope)):
+                scopes[scope]["late_repeats"] = n  # kept beyond the records (tables.py)
             shared = self._shared_resource_ids(cur, tenant_id)
         out = []
         for scope in sorted(set(scopes) | set(shared)):

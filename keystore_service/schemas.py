@@ -163,6 +163,9 @@ class ClaimRequest(_FingerprintSource):
     lease_seconds: Optional[LeaseSeconds] = Field(None, description="Default 300.")
     on_stale: Literal["reconcile", "retry"] = "reconcile"
     lease_token: Optional[ProposedToken] = None
+    on_late_repeat: Literal["allow", "review"] = Field("allow", description=(
+        "A key acquired again after its window with its old fingerprint: allow (acquired, "
+        "marked late_repeat) or review (409 needs_reconciliation, a person decides)."))
     wait_seconds: Optional[Int(1, 30)] = Field(None, description=(
         "While another attempt's live lease holds the record, wait up to this long (no "
         "transaction held) and answer by the claim table as it stands then."))
@@ -327,6 +330,7 @@ class ScopeReport(_Out):
     waiting_for_review: int
     duplicates_suppressed: int
     mismatches: int
+    late_repeats: int
     shared_resource_ids: list[dict[str, Any]]
 
 
@@ -348,6 +352,12 @@ class ErrorResponse(_Out):
     record: Optional[RecordOut] = None
 
 
+class LateRepeatOut(_Out):
+    first_seen_at: str
+    expired_at: str
+    resource_id: Optional[str]
+
+
 class ClaimResponse(_Out):
     outcome: Literal["acquired", "replay", "in_progress", "needs_reconciliation",
                      "fingerprint_mismatch"]
@@ -355,6 +365,7 @@ class ClaimResponse(_Out):
     lease_token: Optional[str] = None
     attempt: Optional[int] = None
     resumed: Optional[bool] = None
+    late_repeat: Optional[LateRepeatOut] = None
     error: Optional[ErrorDetail] = None
 
 

@@ -17,6 +17,7 @@ from .accounts import hash_token
 from .domain import Action, Micros, Outcome, Record, State, Verdict
 from .reviews import Review, ReviewStore
 from .store import INCREMENT, RecordStore, new_record_values
+from .tracestore import TraceStore
 
 Clock = Callable[[], Micros]
 T = TypeVar("T")
@@ -53,6 +54,7 @@ class Claim:
     version_kind: Optional[str] = None
     version: Optional[int] = None
     lease_token: Optional[str] = None  # proposed by the client (v1.1); else one is made
+    on_late_repeat: str = domain.LatePolicy.ALLOW.value
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,7 @@ class Claimed:
     record: Record
     lease_token: Optional[str] = None
     resumed: bool = False  # the claimant's own attempt, found again (its answer was lost)
+    late: Optional[domain.Trace] = None  # acquired, but a late repeat of this trace
 
 
 _VERDICT_ERRORS = {
@@ -75,13 +78,19 @@ class Events:
     def lease_expired(self, scope: str, cur=None, count: int = 1) -> None:
         pass
 
+    def late_repeat(self, scope: str) -> None:
+        pass
+
 
 class KeyStoreService:
     def __init__(self, records: RecordStore, reviews: ReviewStore, clock: Clock = system_clock,
                  events: Optional[Events] = None, outage_seconds: float = 5.0,
-                 sleep: Callable[[float], None] = time.sleep):
+                 sleep: Callable[[float], None] = time.sleep,
+                 traces: Optional[TraceStore] = None, late_window_seconds: int = 0):
         self.records = records
         self.reviews = reviews
+        self.traces = traces
+        self.late_window = late_window_seconds * domain.SECOND if traces is not None else 0
         self.clock = clock
         self.sleep = sleep
         self.events = events or Events()
@@ -110,11 +119,19 @@ class KeyStoreService:
                token: str, now: Micros) -> Claimed:
         token_hash = values["lease_token_hash"]
         for _ in range(ROUNDS):
-            row = self.records.claim(values)  # insert-or-count: one statement
+            row, hint = self.records.claim_with_trace(values)  # insert-or-count: one statement
             if row is not None:
-                if row.lease_token_hash == token_hash:
-                    return Claimed(Outcome.ACQUIRED, row, token)
-                return _answer(domain.decide_claim(row, query, now).outcome, row, now)
+                if row.lease_token_hash != token_hash:
+                    return _answer(domain.decide_claim(row, query, now).outcome, row, now)
+                if hint is not None and self.late_window and hint[0] == c.fingerprint \
+                        and now < hint[1] + self.late_window:  # the full rule below
+                    with self.records.transaction() as cur:
+                        trace = self.records.trace(cur, tenant_id, c.scope, c.key)
+                        late = self._late(cur, c, row, trace, token, now)
+                    if isinstance(late, errors.KeystoreError):
+                        raise late  # after the commit: the review stands
+                    return late
+                return Claimed(Outcome.ACQUIRED, row, token)
             refused = new = None
             with self.records.transaction() as cur:
                 seen = self.records.get(tenant_id, c.scope, c.key, cur)
@@ -131,6 +148,12 @@ class KeyStoreService:
                     new = self.records.compare_and_set(seen, changes, cur, ended)
                     if new is not None:
                         new = self.after_claim(cur, decision, seen, new, now)
+                        if decision.row == "expired":  # an expired record is its own trace
+                            late = self._late(cur, c, new, domain.trace_of(seen), token, now)
+                            if isinstance(late, errors.KeystoreError):
+                                refused = late
+                            elif late.late is not None:
+                                return late
             if refused is not None:
                 raise refused
             if new is not None:
@@ -138,6 +161,29 @@ class KeyStoreService:
                     return Claimed(Outcome.ACQUIRED, new, token)
                 return _answer(decision.outcome, new, now)
         raise errors.Unavailable("too much contention on this key; try again")
+
+    def _late(self, cur, c: Claim, new: Record, trace: Optional[domain.Trace], token: str,
+              now: Micros) -> Claimed | errors.KeystoreError:
+        """A claim that acquired a key afresh: a late repeat of `trace`? Noted, counted, and
+        by the claim's policy answered acquired (marked) or refused for a person (the error
+        to raise once the transaction has committed)."""
+        if not domain.late_repeat(trace, c.fingerprint, now, self.late_window):
+            return Claimed(Outcome.ACQUIRED, new, token)
+        self.traces.note(cur, new.tenant_id, new.scope, new.key, trace, c.on_late_repeat, now)
+        self.events.late_repeat(new.scope)
+        if c.on_late_repeat == domain.LatePolicy.ALLOW.value:
+            return Claimed(Outcome.ACQUIRED, new, token, late=trace)
+        held = self.records.compare_and_set(
+            new, {"state": State.NEEDS_RECONCILIATION.value}, cur)
+        review = self.reviews.open_or_count(cur, held, domain.ReviewKind.LATE_REPEAT, now,
+                                            count=0)
+        refused = errors.NeedsReconciliation(
+            "the key came back after its window with the fingerprint it had: probably the "
+            "old event sent again; a person decides", record=replace(
+                held, review_id=held.review_id or review.id),
+            outcome=Outcome.NEEDS_RECONCILIATION.value)
+        refused.late = trace  # rendered into details.late_repeat by the API
+        return refused
 
     def through_outages(self, call: Callable[[], T]) -> T:
         """Repeat `call` while the database is unavailable, for up to `outage_seconds`.

@@ -47,6 +47,11 @@ class Settings(BaseSettings):
     # the database (one extra statement per request while on). 0 = off (the default).
     rate_limit_requests: int = Field(0, ge=0, le=10_000_000)
     rate_limit_window_seconds: int = Field(60, ge=1, le=3600)
+    # Late repeats (contract v1.1): a finished record leaves a trace when the sweeper purges
+    # it; a claim that acquires the key again with the same fingerprint within this long after
+    # its expiry is a late repeat (marked, or held for a person with on_late_repeat=review).
+    # 90 days: a quarter, beyond any provider's retries and most manual re-sends. 0: off.
+    late_repeat_window_seconds: int = Field(90 * 24 * HOUR, ge=0, le=10 * 365 * 24 * HOUR)
     # The operators' page (/ui/): signed out after this long without a request; the session
     # cookie is Secure when the request came over https, or always with ui_cookie_secure
     # (set it when a proxy in front terminates TLS and forwards plain http).

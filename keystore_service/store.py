@@ -13,14 +13,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Optional
 
-from sqlalchemy import and_, bindparam, or_, select, update
+from sqlalchemy import and_, bindparam, literal_column, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from . import domain
 from .db import Database
 from .domain import FINISHED, Micros, Record, State
 from .sql import COLUMNS, BatchSql, Sql
-from .tables import attempts, records
+from .tables import attempts, late_traces, records
 
 R = records.c
 INCREMENT = object()  # a change meaning "this counter + 1"
@@ -61,12 +61,25 @@ class RecordStore:
         dialect = db.engine.dialect
         ins = (sqlite if db.sqlite else postgresql).insert(records).values(
             {name: bindparam(name) for name in _INSERT_COLUMNS})
+        # The key's trace (a purged record's fingerprint and expiry) comes back with the
+        # claim in the same round trip: a late repeat costs a new key no extra query.
+        # (The claimed row is named by literal columns: SQLAlchemy renders an INSERT's own
+        # columns unqualified, which inside the subquery would mean the trace's columns.)
+        T, lt = late_traces.c, late_traces.alias("lt")
+        same_key = and_(lt.c.tenant_id == literal_column("records.tenant_id"),
+                        lt.c.scope == literal_column("records.scope"),
+                        lt.c.key == literal_column('records."key"'))
+        trace = [select(column).where(same_key).scalar_subquery()
+                 for column in (lt.c.fingerprint, lt.c.expired_at)]
         self._claim = Sql(ins.on_conflict_do_update(
             index_elements=[R.tenant_id, R.scope, R.key],
             set_={"duplicate_count": R.duplicate_count + 1,
                   "last_seen_at": ins.excluded.last_seen_at},
             where=counted_repeat_sql(R, ins.excluded),
-        ).returning(*records.c), dialect)
+        ).returning(*records.c, *trace), dialect)
+        self._trace = Sql(select(late_traces).where(
+            T.tenant_id == bindparam("tenant_id"), T.scope == bindparam("scope"),
+            T.key == bindparam("key")), dialect)
         self.batch = BatchSql(db.sqlite)
         self._get = Sql(select(records).where(
             R.tenant_id == bindparam("tenant_id"), R.scope == bindparam("scope"),
@@ -105,12 +118,24 @@ class RecordStore:
     def claim(self, values: dict, cur: Any = None) -> Optional[Record]:
         """Insert the new record, or count a plain repeat; None when the domain must decide.
         On the caller's cursor (inside its transaction) when given one."""
+        return self.claim_with_trace(values, cur)[0]
+
+    def claim_with_trace(self, values: dict, cur: Any = None
+                         ) -> tuple[Optional[Record], Optional[tuple[str, Micros]]]:
+        """As claim(), and the key's trace as (fingerprint, expired_at) when it has one."""
         if cur is not None:
             row = self._claim.one(cur, values)
         else:
             with self.db.connection() as c:
                 row = self._claim.one(c, values)
-        return Record(*row) if row else None
+        if not row:
+            return None, None
+        width = len(records.c)
+        return Record(*row[:width]), (row[width], row[width + 1]) if row[width] else None
+
+    def trace(self, cur: Any, tenant_id: int, scope: str, key: str) -> Optional[domain.Trace]:
+        row = self._trace.one(cur, {"tenant_id": tenant_id, "scope": scope, "key": key})
+        return domain.Trace(*row[3:]) if row else None
 
     def compare_and_set(self, seen: Record, changes: dict, cur: Any = None,
                         ended: Optional[dict] = None) -> Optional[Record]:
