@@ -14,7 +14,6 @@ from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
 from . import bodies, canonical, db, errors, forwarded, gateway, metrics, openapi, ui, ui_errors
-from . import ui_hooks  # noqa: F401  (the Webhooks section's views, on ui's blueprint)
 from .accounts import Accounts
 from .auth import Authenticator
 from .batch import BatchClaims

@@ -24,7 +24,7 @@ from flask import (
     url_for,
 )
 
-from . import domain, errors, signins, ui_chart, ui_errors, ui_text
+from . import domain, errors, signins, ui_chart, ui_errors, ui_hooks, ui_text
 from .accounts import Principal
 from .hooks.rules import SCOPE_PREFIX, is_hook_scope
 from .operations import ACTIONS
@@ -239,8 +239,7 @@ def resolve():
         raise FormError("choose one of the buttons: mark succeeded, mark failed, release or "
                         "dismiss")
     if action == "release" and is_hook_scope(scope):  # as POST /v1/resolve: 400
-        raise FormError("release is not for a webhook event: it would let a resend in again "
-                        "(redeliver it, or dismiss the review)")
+        raise FormError("release is not for a webhook event: it would let a resend in again")
     text, resource_id = result(request.form) if action.startswith("mark_") else (None, None)
     _ks().operations.resolve(g.principal, scope, key, action,
                              optional_int(request.form, "review_id", least=1), text,
@@ -298,3 +297,4 @@ def report():
 
 
 ui_errors.install(bp)
+ui_hooks.install(bp, operator_page)  # the Webhooks section

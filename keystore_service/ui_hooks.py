@@ -1,7 +1,7 @@
-"""The operators' page's Webhooks section, on the page's own blueprint (ui.bp: the same
-session, CSRF check, headers and error pages): the tenant's sources with their queues, the
-deliveries with their attempts, one event (a held body beside the original; a failed
-delivery's last answers), and the Redeliver and Dismiss buttons.
+"""The operators' page's Webhooks section, added to the page's own blueprint by ui.py
+(install: the same session, CSRF check, headers and error pages): the tenant's sources with
+their queues, the deliveries with their attempts, one event (a held body beside the
+original; a failed delivery's last answers), and the Redeliver and Dismiss buttons.
 
 Views only: each parses its fields (ui_forms), calls the gateway's use cases (deliveries,
 sources) or operations.resolve, and renders. Everything is the signed-in operator's tenant.
@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import Optional
 
-from flask import current_app, g, redirect, render_template, request, url_for
+from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
 
 from . import errors, ui_bodies
-from .ui import bp, operator_page
 from .ui_errors import error_page
 from .ui_forms import (
     DELIVERY_STATES,
@@ -60,8 +60,6 @@ def _event_url(source: str, event_id: str, done: Optional[str] = None) -> str:
     return url_for("ui.hook_event", source=source, event_id=event_id, done=done)
 
 
-@bp.get("/hooks")
-@operator_page
 def hooks():
     """The section's first page: the sources with their queues, the newest failures."""
     sources = _gateway().sources.overview(_tenant())
@@ -69,8 +67,6 @@ def hooks():
     return render_template("ui/hooks.html", sources=sources, failed=failed, more=more)
 
 
-@bp.get("/hooks/deliveries")
-@operator_page
 def hook_deliveries():
     args = request.args
     source = source_name(args["source"]) if args.get("source") else None
@@ -83,8 +79,6 @@ def hook_deliveries():
                            first_page=after is None)
 
 
-@bp.get("/hooks/event")
-@operator_page
 def hook_event():
     source, event_id = event_ref(request.args)
     detail = _gateway().deliveries.detail(_tenant(), source, event_id)
@@ -98,8 +92,6 @@ def hook_event():
                            done=DONE.get(request.args.get("done") or ""))
 
 
-@bp.post("/hooks/redeliver")
-@operator_page
 def hook_redeliver():
     source, event_id = event_ref(request.form)
     force = confirmed(request.form, "force")
@@ -113,8 +105,6 @@ def hook_redeliver():
     return redirect(_event_url(source, event_id, "redelivered"), 303)
 
 
-@bp.post("/hooks/dismiss")
-@operator_page
 def hook_dismiss():
     """Close the event's review as POST /v1/resolve's `dismiss` does (with the audit row)."""
     source, event_id = event_ref(request.form)
@@ -124,6 +114,17 @@ def hook_dismiss():
     current_app.extensions["keystore"].operations.resolve(
         g.principal, "hook:" + source, event_id, "dismiss", review_id)
     return redirect(_event_url(source, event_id, "dismissed"), 303)
+
+
+def install(bp: Blueprint, guard: Callable) -> None:
+    """Add the section's views to the page's blueprint, each behind `guard` (ui's
+    operator_page: a signed-in operator, else the sign-in form)."""
+    for method, rule, view in (("GET", "/hooks", hooks),
+                               ("GET", "/hooks/deliveries", hook_deliveries),
+                               ("GET", "/hooks/event", hook_event),
+                               ("POST", "/hooks/redeliver", hook_redeliver),
+                               ("POST", "/hooks/dismiss", hook_dismiss)):
+        bp.add_url_rule(rule, view.__name__, guard(view), methods=[method])
 
 
 def _held_bodies(original: Optional[bytes], kept: str) -> dict:

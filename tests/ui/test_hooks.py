@@ -150,6 +150,10 @@ def test_a_queued_or_dropped_event_cannot_be_redelivered(app, ana, operator, sho
                                             "force": "true"})
     assert resp.status_code == 409 and "body is no longer kept" in ana.html
     assert delivery(operator, "evt_b", "brief")["state"] == "delivered"
+    assert deliver(client, brief, CHANGED, "evt_b") == 200  # held, beside a dropped original
+    ana.get("/ui/hooks/event", source="brief", event_id="evt_b")
+    held = ana.html.split('id="held-h"', 1)[1].split("</section>", 1)[0]
+    assert "No longer kept" in held and "&#34;amount&#34;: 9999" in held
 
 
 def test_a_held_body_is_shown_beside_the_original_escaped(app, ana, operator, shop, sink):
@@ -335,3 +339,20 @@ def test_the_section_needs_a_signed_in_operator(browser):
         browser.get("/ui/signin")  # a form with this browser's CSRF token
         resp = browser.post(path, {"source": "a", "event_id": "b", "review_id": "1"})
         assert resp.status_code == 303 and "/ui/signin" in resp.headers["Location"]
+
+
+def test_a_held_correction_goes_through_after_the_record_is_expired(app, ana, operator, shop,
+                                                                    sink):
+    """What the held event's hint says: expire the delivered event's record, resend."""
+    client = app.test_client()
+    assert deliver(client, shop) == 202 and pump(app) == ["delivered"]
+    assert deliver(client, shop, CHANGED) == 200  # held
+    ana.get("/ui/hooks/event", source="shop", event_id="evt_1")
+    assert "expire the" in text(ana.html) and "have the provider send the event again" in \
+        text(ana.html)
+    ana.get("/ui/record", scope="hook:shop", key="evt_1")
+    assert ana.post("/ui/expire", {"scope": "hook:shop", "key": "evt_1"}).status_code == 303
+    assert deliver(client, shop, CHANGED) == 202  # the provider's resend: a new event
+    assert open_reviews(operator) == []  # the held body's review: superseded
+    assert pump(app) == ["delivered"]
+    assert json.loads(sink.requests[1]["body"])["amount"] == 9999
