@@ -24,8 +24,9 @@ from flask import (
     url_for,
 )
 
-from . import domain, errors, signins, ui_chart, ui_errors, ui_text
+from . import domain, errors, signins, ui_chart, ui_errors, ui_hooks, ui_text
 from .accounts import Principal
+from .hooks.rules import SCOPE_PREFIX, is_hook_scope
 from .operations import ACTIONS
 from .ui_errors import HEADERS, CsrfRefused
 from .ui_forms import (
@@ -225,7 +226,8 @@ def record():
         attempts=ks.service.records.attempt_history(found.id),
         audit=ks.oversight.audit_trail(tenant, scope, key),
         expired=domain.expired(found, now), lease_live=domain.lease_live(found, now),
-        finished=found.state in domain.FINISHED, done=DONE.get(done or ""))
+        finished=found.state in domain.FINISHED, done=DONE.get(done or ""),
+        hook_source=scope[len(SCOPE_PREFIX):] if is_hook_scope(scope) else None)
 
 
 @bp.post("/resolve")
@@ -236,6 +238,8 @@ def resolve():
     if action not in ACTIONS:
         raise FormError("choose one of the buttons: mark succeeded, mark failed, release or "
                         "dismiss")
+    if action == "release" and is_hook_scope(scope):  # as POST /v1/resolve: 400
+        raise FormError("release is not for a webhook event: it would let a resend in again")
     text, resource_id = result(request.form) if action.startswith("mark_") else (None, None)
     _ks().operations.resolve(g.principal, scope, key, action,
                              optional_int(request.form, "review_id", least=1), text,
@@ -293,3 +297,4 @@ def report():
 
 
 ui_errors.install(bp)
+ui_hooks.install(bp, operator_page)  # the Webhooks section

@@ -1,6 +1,7 @@
 """The operators' page's form and query fields, checked by the same rules as the API: a
 record reference (scope and key), a whole number, a report day, the optional result of a
-resolution, and the page to go to after signing in. Every refusal is a FormError (a 400 page);
+resolution, the page to go to after signing in, and the Webhooks section's source name,
+event id, delivery state, cursor and confirmation box. Every refusal is a FormError (a 400 page);
 nothing a person or a tamperer types reaches int(), date() or a header unchecked."""
 from __future__ import annotations
 
@@ -10,10 +11,10 @@ from datetime import date
 from typing import Optional
 from urllib.parse import urlencode
 
-from pydantic import ValidationError
+from pydantic import TypeAdapter, ValidationError
 from werkzeug.datastructures import MultiDict
 
-from . import canonical, queries, schemas
+from . import canonical, hook_schemas, queries, schemas
 
 MAX_RESULT_BYTES = 256 * 1024  # the contract's limit on a result body, in canonical form
 MAX_BIGINT = 2**63 - 1  # what the database's BIGINT holds
@@ -28,6 +29,11 @@ MAX_NEXT = 2048  # longer than any address the page makes; a browser's own limit
 
 SCOPE_RULE = "a scope is 1 to 128 characters of A-Z a-z 0-9 _ . : -"
 KEY_RULE = "a key is 1 to 512 characters, none of them a control character"
+SOURCE_RULE = "a source name is 1 to 64 characters of a-z 0-9 _ -"
+EVENT_ID_RULE = "an event id is 1 to 512 characters, none of them a control character"
+DELIVERY_STATES = ("queued", "delivering", "delivered", "failed")  # hook_schemas.DeliveriesQuery
+_SOURCE_NAME = TypeAdapter(hook_schemas.SourceName)
+_CURSOR = re.compile(queries.CURSOR_PATTERN[1:-1])  # fullmatch: without ^ and $
 
 
 class FormError(ValueError):
@@ -122,3 +128,53 @@ def return_address(path: str, args: MultiDict) -> Optional[str]:
     (so it is plain ASCII), or None if it is not a safe target (safe_next)."""
     query = urlencode(list(args.items(multi=True)))
     return safe_next(f"{path}?{query}" if query else path)
+
+
+# --- the Webhooks section ------------------------------------------------------------------
+
+def source_name(text: Optional[str]) -> str:
+    """A source's name by the API's rule (hook_schemas.SourceName)."""
+    try:
+        return _SOURCE_NAME.validate_python(text or "")
+    except ValidationError:
+        raise FormError(SOURCE_RULE) from None
+
+
+def event_ref(fields: Mapping[str, str]) -> tuple[str, str]:
+    """(source name, event id) from the fields `source` and `event_id`: the name by the
+    API's rule, the event id by the rule of a record's key (it is the key of its record)."""
+    source = source_name(fields.get("source"))
+    try:
+        ref = schemas.RecordRef(scope="hook:" + source, key=fields.get("event_id", ""))
+    except ValidationError:
+        raise FormError(EVENT_ID_RULE) from None
+    return source, ref.key
+
+
+def delivery_state(text: Optional[str]) -> Optional[str]:
+    """A delivery state to filter by; None for any."""
+    if not text:
+        return None
+    if text not in DELIVERY_STATES:
+        raise FormError("state is one of " + ", ".join(DELIVERY_STATES))
+    return text
+
+
+def cursor(text: Optional[str]) -> Optional[str]:
+    """A next-page cursor of the shape the service gives out (queries.Cursor); None for the
+    first page. Whether the service really gave it out is for the list to say."""
+    if not text:
+        return None
+    if not queries.CURSOR_MIN <= len(text) <= queries.CURSOR_MAX or not _CURSOR.fullmatch(text):
+        raise FormError("the cursor is not one this service gave out")
+    return text
+
+
+def confirmed(fields: Mapping[str, str], name: str) -> bool:
+    """A confirmation box: ticked ("true"), or absent (False); any other value is refused."""
+    value = fields.get(name)
+    if value in (None, ""):
+        return False
+    if value != "true":
+        raise FormError(f"{name} is either ticked or left out")
+    return True

@@ -6,7 +6,7 @@ import json
 from datetime import UTC, datetime, timedelta
 from typing import Any, Optional
 
-from . import versions
+from . import ui_bodies, versions
 from .domain import SECOND, Micros
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -96,3 +96,8 @@ def field_value(name: str, value: Any, snapshot: Optional[dict] = None) -> str:
     if isinstance(value, str):
         return value
     return json.dumps(value, ensure_ascii=False)
+
+
+def visible(text: str) -> str:
+    """Text from outside (a destination's answer) with invisible characters made visible."""
+    return ui_bodies.visible(text)

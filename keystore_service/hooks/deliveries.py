@@ -12,10 +12,10 @@ from typing import Optional
 from sqlalchemy import select
 
 from .. import domain, errors
-from ..domain import Micros, State
+from ..domain import Micros, Record, State
 from ..hookstore import Attempt, Event, HookStore
-from ..reviews import ReviewStore
-from ..sourcestore import SourceStore
+from ..reviews import Review, ReviewStore
+from ..sourcestore import Source, SourceStore
 from ..sql import Sql
 from ..store import RecordStore
 from ..tables import hook_events, hook_sources
@@ -29,6 +29,19 @@ class Delivery:
     source: str
     event: Event
     attempts: list[Attempt]
+
+
+@dataclass(frozen=True, slots=True)
+class Detail:
+    """One event as a person looks into it: its source, the event with its body (None once
+    dropped), its newest attempts (oldest first), its record, and the record's open reviews
+    (a held body's review keeps the refused delivery in `kept`)."""
+
+    source: Source
+    event: Event
+    attempts: list[Attempt]
+    record: Record
+    reviews: list[Review]
 
 
 class Deliveries:
@@ -69,6 +82,21 @@ class Deliveries:
         more = len(rows) > limit
         last = out[-1].event if out else None
         return out, (_encode(last.received_at, last.id) if more and last else None)
+
+    def detail(self, tenant_id: int, source_name: str, event_id: str) -> Detail:
+        """The event `event_id` of the tenant's source `source_name`; NotFound when there is
+        no such source or event (another tenant's are not found either)."""
+        source = self.sources.named(tenant_id, source_name)
+        if source is None:
+            raise errors.NotFound(f"no source named {source_name!r}")
+        with self.events.db.connection() as cur:
+            record = self.records.get(tenant_id, rules.scope_of(source.name), event_id, cur)
+            event = self.events.of_record(cur, record.id) if record is not None else None
+            if event is None:
+                raise errors.NotFound("no such event of this source")
+            attempts = self.events.attempts_of(cur, [event.id]).get(event.id, [])
+            reviews = self.reviews.open_of(cur, record.id)
+        return Detail(source, event, attempts, record, reviews)
 
     def redeliver(self, tenant_id: int, source_name: str, event_id: str,
                   force: bool = False) -> Delivery:

@@ -80,6 +80,13 @@ class Sources:
         return [self._shown(s, queues.get(s.id, Queue(0, 0, 0, None)))
                 for s in self.store.of_tenant(tenant_id)]
 
+    def overview(self, tenant_id: int) -> list[tuple[Source, Queue]]:
+        """Each source of the tenant (by name) with its queue, its secrets left sealed: what
+        the operators' page lists (it shows no secret, ingest id or header value)."""
+        queues = self.store.queues(tenant_id)
+        return [(s, queues.get(s.id, Queue(0, 0, 0, None)))
+                for s in self.store.of_tenant(tenant_id)]
+
     def change(self, tenant_id: int, name: str, body: Any) -> Shown:
         """A SourceChange: what is given changes (all or nothing)."""
         source = self._named(tenant_id, name)

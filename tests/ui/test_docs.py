@@ -27,3 +27,22 @@ def test_the_screenshot_is_committed_and_small():
     shot = REPO / "docs" / "img" / "operations-page.png"
     assert "](img/operations-page.png)" in PAGE
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size < 300_000
+
+
+def test_the_webhooks_section_names_the_pages_buttons_and_has_its_screenshots():
+    part = PAGE.split("### The Webhooks section", 1)[1].split("\n## ", 1)[0]
+    named = set(re.findall(r"\*\*([A-Z][A-Za-z ]+?)\*\*", part))
+    assert {"Webhooks", "Failed deliveries", "Redeliver", "Redeliver anyway", "Dismiss",
+            "Delivery failed", "Expire record"} <= named
+    assert "**Held: a changed body under this event id**" in part
+    assert ">Held: a changed body under this event id<" in TEMPLATES
+    for name in named:
+        assert re.search(rf">\s*{re.escape(name)}\s*<", TEMPLATES), name
+    for label in ("Queued", "Being forwarded", "Failed", "Paused until", "Source", "State",
+                  "Yes, deliver it again"):
+        assert f"*{label}*" in part and re.search(rf">\s*{re.escape(label)}\s*<", TEMPLATES), \
+            label
+    for name in ("webhooks-page.png", "webhooks-held.png"):
+        shot = REPO / "docs" / "img" / name
+        assert f"](img/{name})" in part
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size < 300_000

@@ -1,0 +1,51 @@
+"""Helpers of the Webhooks section's tests: the gateway's test provider and sink (from
+tests/gateway/support.py), sources made through the API, deliveries through the ingest URL,
+and forwarding driven by hand (Forwarding.take / forward / settle, as one relay round)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import requests
+
+from keystore_service.settings import Settings
+from tests.gateway.support import KEY, Sink, create_source, register, signed
+
+__all__ = ["BODY", "Sink", "create_source", "deliver", "pump", "delivery", "hooks_settings"]
+BODY = json.dumps({"id": "evt_1", "amount": 1250}).encode()
+HOLDER = "ui-test-relay"
+
+
+def hooks_settings(database_url: str) -> Settings:
+    """The page's app with the gateway's key (sources' secrets are sealed with it)."""
+    register()  # the `testing` provider (X-Test-Signature, X-Test-Id)
+    return Settings(database_url=database_url, secret_key=KEY, token_cache_seconds=0)
+
+
+def deliver(client, source: dict, body: bytes = BODY, event_id: str = "evt_1") -> int:
+    """A signed delivery to the source's ingest URL; its status."""
+    path = "/hooks/" + source["ingest_url"].rsplit("/", 1)[1]
+    return client.post(path, data=body, headers=signed(body, event_id)).status_code
+
+
+def pump(app, limit: int = 16) -> list:
+    """Take what is due and forward it, as one relay round does; the outcomes."""
+    forwarding = app.extensions["keystore"].gateway.forwarding
+    session = requests.Session()
+    out = [forwarding.settle(job, HOLDER, forwarding.forward(job, session))
+           for job in forwarding.take(HOLDER, limit)]
+    return [o.value if o else None for o in out]
+
+
+def delivery(http, event_id: str = "evt_1", source: str = "shop") -> dict:
+    status, body, _ = http.get("/v1/deliveries", event_id=event_id, source=source)
+    assert status == 200, body
+    (found,) = body["deliveries"]
+    return found
+
+
+@pytest.fixture
+def sink():
+    s = Sink()
+    yield s
+    s.close()

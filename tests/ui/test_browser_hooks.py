@@ -1,0 +1,154 @@
+"""The Webhooks section in a real headless Chromium (as tests/ui/test_browser.py: Debian's
+/usr/bin/chromium driven by Playwright) against a real `keystore serve`, whose workers run the
+relay: a delivery the destination refused is found on the page and redelivered, and the
+destination then gets it (same Idempotency-Key, the next Keystore-Attempt). A held body is
+shown beside the original. Screenshots go to test-artifacts/ui/; docs/img/webhooks-page.png
+and webhooks-held.png are the SQLite run's hooks-failed.png and hooks-held-top.png.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+
+import pytest
+import requests
+
+from keystore_service import migrate
+from tests.gateway.support import KEY, Sink
+from tests.support import Api, Server
+
+from .conftest import named_token
+from .test_browser import ARTIFACTS, chromium, page, sign_in
+
+__all__ = ["chromium", "page"]
+SECRET = "generic-signing-secret"
+WAIT_S = 20  # for the relay to forward, on a busy 2-core machine (it takes milliseconds)
+
+
+@pytest.fixture(scope="module",
+                params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def served(request, tmp_path_factory):
+    """A real `keystore serve` (2 workers, each with its relay) with the gateway's key, and
+    acme's client and operator ("ana") tokens."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('hooks')}/keystore.db"
+        migrate.upgrade(url)
+    else:
+        url = request.getfixturevalue("pg_database")("_hooks")
+    operator = named_token(url, "acme", "operator", "ana")
+    server = Server(url, workers=2, threads=4, env={"KEYSTORE_SECRET_KEY": KEY},
+                    log_path=tmp_path_factory.mktemp("log") / "server.log")
+    server.start()
+    try:
+        yield request.param, server, operator
+    finally:
+        server.kill()
+
+
+@pytest.fixture
+def sink():
+    s = Sink()
+    yield s
+    s.close()
+
+
+def source(served, sink, name: str) -> str:
+    """A generic source (HMAC of the body in X-Signature, event id in X-Event-Id) forwarding
+    to the sink; its ingest URL."""
+    _, server, operator = served
+    status, body, _ = Api(server.url, operator).post("/v1/sources", {
+        "name": name, "provider": "generic", "secrets": [SECRET],
+        "signature": {"header": "X-Signature", "algorithm": "sha256", "encoding": "hex",
+                      "prefix": "sha256="},
+        "event_id": {"header": "X-Event-Id"}, "destination": {"url": sink.url}})
+    assert status == 201, body
+    return body["source"]["ingest_url"]
+
+
+def send(ingest_url: str, event_id: str, payload: dict) -> int:
+    body = json.dumps(payload).encode()
+    signature = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    return requests.post(ingest_url, data=body, timeout=10, headers={
+        "Content-Type": "application/json", "X-Event-Id": event_id,
+        "X-Signature": "sha256=" + signature}).status_code
+
+
+def wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def state(served, source_name: str, event_id: str) -> str:
+    _, server, operator = served
+    status, body, _ = Api(server.url, operator).get("/v1/deliveries", source=source_name,
+                                                    event_id=event_id)
+    assert status == 200, body
+    return body["deliveries"][0]["state"]
+
+
+def test_a_failed_delivery_is_found_on_the_page_and_redelivered(served, page, sink):
+    from playwright.sync_api import expect
+    backend, server, operator = served
+    sink.answer = lambda n, r: 422 if n == 0 else 200  # the workflow refuses it, then takes it
+    url = source(served, sink, "stripe-invoices")
+    assert send(url, "evt_1Q2w3E", {"id": "evt_1Q2w3E", "type": "invoice.paid",
+                                    "amount_paid": 1250}) == 202
+    wait_for(lambda: state(served, "stripe-invoices", "evt_1Q2w3E") == "failed",
+             "the relay forwards the event and gives up on the 422")
+    sign_in(page, server, operator)
+    page.get_by_role("link", name="Webhooks").click()
+    expect(page.get_by_role("heading", name="Webhooks")).to_be_visible()
+    source_row = page.locator("table.sources tbody tr").filter(has_text="stripe-invoices")
+    expect(source_row).to_contain_text("HTTP 422")
+    row = page.locator("table.deliveries tbody tr").filter(has_text="evt_1Q2w3E")
+    expect(row).to_contain_text("failed")
+    expect(row).to_contain_text("HTTP 422")
+    page.screenshot(path=str(ARTIFACTS / f"{backend}-hooks-failed.png"), full_page=True)
+
+    row.get_by_role("button", name="Redeliver").click()
+    expect(page.get_by_role("status")).to_contain_text("Redelivered: the event is queued")
+    expect(page.get_by_role("heading", name="Event evt_1Q2w3E")).to_be_visible()
+    wait_for(lambda: len(sink.requests) == 2, "the relay forwards the redelivered event")
+    again = sink.requests[1]
+    assert again["headers"]["Idempotency-Key"] == "evt_1Q2w3E"
+    assert again["headers"]["Keystore-Attempt"] == "2"
+    assert json.loads(again["body"])["amount_paid"] == 1250
+    wait_for(lambda: state(served, "stripe-invoices", "evt_1Q2w3E") == "delivered",
+             "the delivery is settled")
+    page.reload()
+    expect(page.locator(".heading .state")).to_have_text("delivered")
+    expect(page.get_by_role("heading", name="Delivery failed")).to_have_count(0)
+    page.screenshot(path=str(ARTIFACTS / f"{backend}-hooks-redelivered.png"), full_page=True)
+
+
+def test_a_held_body_is_shown_beside_the_original(served, page, sink):
+    from playwright.sync_api import expect
+    backend, server, operator = served
+    url = source(served, sink, "shop-orders")
+    order = {"id": 820982911946154508, "email": "jon@example.com", "total_price": "199.00",
+             "note": "<script>document.title='owned'</script>"}
+    assert send(url, "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043", order) == 202
+    wait_for(lambda: len(sink.requests) == 1, "the relay forwards the event")
+    assert send(url, "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043",
+                {**order, "total_price": "1990.00"}) == 200  # held
+    sign_in(page, server, operator)
+    page.goto(server.url + "/ui/hooks/deliveries?source=shop-orders")
+    page.get_by_role("link", name="b54557e4-bdd9-4b37-8a5f-bf7d70bcd043").click()
+    held = page.locator("article").filter(has=page.get_by_role("heading", name="Original"))
+    expect(page.get_by_role("heading", name="Held: a changed body under this event id")) \
+        .to_be_visible()
+    expect(held.locator("pre.body mark").first).to_contain_text('"total_price": "199.00"')
+    expect(held.locator("pre.body mark").last).to_contain_text('"total_price": "1990.00"')
+    expect(held.locator("pre.body").first).to_contain_text("<script>document.title")
+    assert page.title() != "owned"  # the body's markup is text, never run
+    page.screenshot(path=str(ARTIFACTS / f"{backend}-hooks-held.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / f"{backend}-hooks-held-top.png"))  # the docs' image
+    held.get_by_role("button", name="Dismiss").click()
+    expect(page.get_by_role("status")).to_contain_text("Dismissed: the review is closed")
+    expect(page.get_by_role("heading", name="Held: a changed body under this event id")) \
+        .to_have_count(0)
+    assert len(sink.requests) == 1  # the held body was never forwarded
