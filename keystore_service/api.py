@@ -13,7 +13,15 @@ from .auth import require_operator
 from .batch import Item, ItemResult
 from .domain import Outcome
 from .hooks.rules import is_hook_scope
-from .render import error_json, record_json, respond, review_json, rfc3339, validation_details
+from .render import (
+    error_json,
+    kept_json,
+    record_json,
+    respond,
+    review_json,
+    rfc3339,
+    validation_details,
+)
 from .service import Claim, KeyStoreService
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
@@ -96,7 +104,7 @@ def claim():
               body.ttl_seconds or settings.default_ttl_seconds,
               body.lease_seconds or settings.default_lease_seconds, body.on_stale,
               *_version(body), lease_token=body.lease_token,
-              on_late_repeat=body.on_late_repeat)
+              on_late_repeat=body.on_late_repeat, kept_payload=_kept(body, settings))
     try:  # waiting takes a seat (waiting.py); without one, the claim answers at once
         with ks.waits.seat(g.principal.token_id) if wait else nullcontext(False) as seated:
             result = _service().claim(g.principal.tenant_id, c, wait if seated else 0)
@@ -119,6 +127,24 @@ def claim():
         return respond({**answer, "resumed": True}, 201, record,
                        {"Idempotent-Replayed": "true"})
     return respond(answer, 201, record)
+
+
+MAX_KEPT_PAYLOAD = 64 * 1024  # the contract's bound on a kept payload, canonical form
+
+
+def _kept(body: schemas.ClaimRequest, settings) -> str | None:
+    """The claim's canonical payload when it (or its scope, by configuration) keeps it;
+    413 over 64 KiB, before anything is written."""
+    scopes = {s.strip() for s in settings.keep_payload_scopes.split(",") if s.strip()}
+    if body.payload is None or not (body.keep_payload or "*" in scopes
+                                    or body.scope in scopes):
+        return None
+    text = canonical.canonical(body.payload)  # (valid: the fingerprint came from it)
+    if len(text) > MAX_KEPT_PAYLOAD:
+        raise errors.PayloadTooLarge("a kept payload is at most 64 KiB in canonical form",
+                                     details={"field": "payload", "limit_bytes":
+                                              MAX_KEPT_PAYLOAD})
+    return text.decode("utf-8")
 
 
 def _late_json(trace) -> dict:
@@ -232,8 +258,9 @@ def list_reviews():
     page, cursor = current_app.extensions["keystore"].operations.list_reviews(
         g.principal.tenant_id, q.state, q.kind, q.scope, q.key, q.min_age_seconds, q.limit,
         q.cursor)
-    items = [{**review_json(v), "record": _record(r) if r is not None else None}
-             for v, r in page]
+    ops = current_app.extensions["keystore"].operations
+    items = [{**review_json(v), "record": _record(r) if r is not None else None,
+              **kept_json(ops.kept(v, r))} for v, r in page]
     return respond({"reviews": items, "next_cursor": cursor})
 
 

@@ -27,6 +27,14 @@ class State(StrEnum):
 FINISHED = frozenset({State.SUCCEEDED.value, State.FAILED.value})
 
 
+HOOK_SCOPE_PREFIX = "hook:"  # the gateway's scopes: its events' records (contract v1.1)
+
+
+def is_hook_scope(scope: str) -> bool:
+    """Scopes beginning with `hook:` are reserved for the gateway."""
+    return scope.startswith(HOOK_SCOPE_PREFIX)
+
+
 class ReviewKind(StrEnum):
     """What a review item is about (one open review per record and kind)."""
 

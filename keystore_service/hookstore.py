@@ -171,7 +171,8 @@ class HookStore:
                                 "error": error, "answer": answer})
 
     def source_error(self, cur: Any, source_id: int, error: Optional[str], now: Micros) -> None:
-        self._error.run(cur, {"sid": source_id, "error": error, "now": now})
+        self._error.run(cur, {"sid": source_id, "error": error,
+                              "now": now if error is not None else None})
 
     def pause(self, cur: Any, source_id: int, until: Micros) -> None:
         self._pause.run(cur, {"sid": source_id, "until": until})

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Optional
 
-from sqlalchemy import bindparam, delete, or_, select, update
+from sqlalchemy import bindparam, delete, null, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from . import domain
@@ -24,7 +24,7 @@ from .domain import Record, State
 from .report import Reports, day_of
 from .service import KeyStoreService
 from .sql import Sql
-from .tables import job_locks, records, reviews
+from .tables import job_locks, kept_payloads, records, reviews
 
 log = logging.getLogger("keystore.jobs")
 R = records.c
@@ -131,6 +131,7 @@ class Jobs:
         oldest = dt.date.fromisoformat(day_of(now)) - dt.timedelta(days=self.keep_report_days)
         with self.records.transaction() as cur:
             self.reports.forget_before(cur, oldest)
+            self._forget_kept(cur, now)
             for also in self.also:  # e.g. the gateway's bodies kept past their time
                 also(cur, now)
         traces = self.service.traces
@@ -151,9 +152,21 @@ class Jobs:
             self.service.traces.keep(cur, ids)  # what a late repeat is recognised by
         d = self.db.engine.dialect
         Sql(update(reviews).where(reviews.c.state == "open", reviews.c.record_id.in_(ids))
-            .values(state="resolved", resolution="purged", resolved_at=now, updated_at=now),
-            d, bound=True).run(cur)
+            .values(state="resolved", resolution="purged", resolved_at=now, updated_at=now,
+                    kept=null()), d, bound=True).run(cur)
         return Sql(delete(records).where(R.id.in_(ids)), d, bound=True).run(cur).rowcount
+
+    def _forget_kept(self, cur, now: int) -> None:
+        """Kept payloads go when their record expires, also one kept past its expiry for
+        an open review (the contract); the reviews' kept copies with them."""
+        expired = select(R.id).where(R.expires_at <= now, or_(
+            R.state != State.IN_PROGRESS.value, R.lease_expires_at <= now))
+        d = self.db.engine.dialect
+        Sql(delete(kept_payloads).where(kept_payloads.c.record_id.in_(expired)),
+            d, bound=True).run(cur)
+        Sql(update(reviews).where(reviews.c.kept.is_not(None),
+                                  reviews.c.record_id.in_(expired)).values(kept=null()),
+            d, bound=True).run(cur)
 
     def try_lock(self, name: str, seconds: float, holder: Optional[str] = None) -> bool:
         """Hold the job lock `name` for `seconds` (renewable by its holder)."""

@@ -96,6 +96,26 @@ class Operations:
         stmt = select(records.c.id, records.c.result).where(records.c.id.in_(record_ids))
         return dict(Sql(stmt, self.db.engine.dialect, bound=True).all(cur))
 
+    def kept(self, review: Review, record: Optional[Record]) -> Optional[dict]:
+        """A mismatch review's kept payloads, for a person to compare: the original (kept
+        with the record when its claim asked) and the refused one (kept with the review);
+        a held webhook's refused body and headers. None when nothing was kept."""
+        if not review.kept or review.state != "open":
+            return None
+        try:
+            held = json.loads(review.kept)
+        except ValueError:
+            return None
+        if not isinstance(held, dict):
+            return None
+        if "payload" in held:  # a claim's kept payload (canonical JSON text)
+            original = None
+            if record is not None:
+                with self.db.connection() as cur:
+                    original = self.records.kept_payload(cur, record)
+            return {"original": _parsed(original), "refused": _parsed(held["payload"])}
+        return {"refused": held}  # a held webhook body, or a failed delivery's last answers
+
     # --- resolving -----------------------------------------------------------------------
 
     def resolve(self, who: Principal, scope: str, key: str, action: str,
@@ -103,6 +123,10 @@ class Operations:
                 resource_id: Optional[str] = None) -> tuple[Record, list[int]]:
         """Settle a record as a person decided; returns it and the reviews closed."""
         now = self.service.clock()
+        if action == "release" and domain.is_hook_scope(scope):
+            raise errors.InvalidRequest("release is not for an event of the gateway: it would "
+                                        "let a resend in again (redeliver it, or dismiss the "
+                                        "review)", details={"field": "action"})
         for _ in range(16):
             with self.records.transaction() as cur:
                 seen = self.records.get(who.tenant_id, scope, key, cur)
@@ -208,3 +232,7 @@ def _decode_cursor(cursor: str) -> tuple[int, int]:
     if _cursor_text(*value) != cursor:  # "[1,2]", "[01, 2]", " [1, 2]": not our spelling
         raise refused
     return value[0], value[1]
+
+
+def _parsed(text: Optional[str]):
+    return json.loads(text) if text is not None else None

@@ -58,6 +58,12 @@ def review_json(v: Review) -> dict:
             "refused_fingerprints": v.refused}
 
 
+def kept_json(kept: Optional[dict]) -> dict:
+    """What a review keeps for a person to compare (operators only: never in a record as
+    clients see it): {"kept": {"original": ..., "refused": ...}} or nothing."""
+    return {"kept": kept} if kept else {}
+
+
 def record_json(r: Record, review_of: Optional[ReviewOf] = None) -> dict:
     checkpoint = None
     if r.checkpoint_at is not None:

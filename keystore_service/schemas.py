@@ -163,6 +163,9 @@ class ClaimRequest(_FingerprintSource):
     lease_seconds: Optional[LeaseSeconds] = Field(None, description="Default 300.")
     on_stale: Literal["reconcile", "retry"] = "reconcile"
     lease_token: Optional[ProposedToken] = None
+    keep_payload: bool = Field(False, description=(
+        "Keep the canonical payload (at most 64 KiB) with the record, so a person can see "
+        "what a refused mismatch changed (operators only; deleted with the review / record)."))
     on_late_repeat: Literal["allow", "review"] = Field("allow", description=(
         "A key acquired again after its window with its old fingerprint: allow (acquired, "
         "marked late_repeat) or review (409 needs_reconciliation, a person decides)."))
@@ -306,6 +309,10 @@ class RecordOut(_Out):
 
 class ReviewItem(ReviewOut):
     record: Optional[RecordOut]
+    kept: Optional[dict[str, Any]] = Field(None, description=(
+        "What was kept for a person to compare (operators only): the original and the "
+        "refused payload of a mismatch whose claims asked keep_payload; a held webhook's "
+        "body and headers; a failed delivery's last answers."))
 
 
 class ReviewsResponse(_Out):

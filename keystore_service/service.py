@@ -6,6 +6,7 @@ Refusals are raised as `errors.*` carrying the record they are about.
 """
 from __future__ import annotations
 
+import json
 import secrets
 import time
 from collections.abc import Callable
@@ -55,6 +56,7 @@ class Claim:
     version: Optional[int] = None
     lease_token: Optional[str] = None  # proposed by the client (v1.1); else one is made
     on_late_repeat: str = domain.LatePolicy.ALLOW.value
+    kept_payload: Optional[str] = None  # canonical JSON, when the claim asked to keep it
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +119,14 @@ class KeyStoreService:
 
     def _claim(self, tenant_id: int, c: Claim, values: dict, query: domain.ClaimRequest,
                token: str, now: Micros) -> Claimed:
+        claimed = self._decide(tenant_id, c, values, query, token, now)
+        if c.kept_payload is not None and claimed.outcome is Outcome.ACQUIRED \
+                and not claimed.resumed:
+            self.records.keep_payload(claimed.record, c.kept_payload)
+        return claimed
+
+    def _decide(self, tenant_id: int, c: Claim, values: dict, query: domain.ClaimRequest,
+                token: str, now: Micros) -> Claimed:
         token_hash = values["lease_token_hash"]
         for _ in range(ROUNDS):
             row, hint = self.records.claim_with_trace(values)  # insert-or-count: one statement
@@ -142,7 +152,8 @@ class KeyStoreService:
                     return Claimed(Outcome.ACQUIRED, seen, token, resumed=True)  # answer was
                     # lost in flight (or this request repeated itself through an outage)
                 if decision.action is Action.NOTHING:  # the review commits with the refusal
-                    refused = self.refuse(cur, decision.outcome, seen, c.fingerprint, now)
+                    refused = self.refuse(cur, decision.outcome, seen, c.fingerprint, now,
+                                          c.kept_payload)
                 else:
                     changes, ended = claim_changes(decision.action, seen, c.on_stale, values, now)
                     new = self.records.compare_and_set(seen, changes, cur, ended)
@@ -204,11 +215,13 @@ class KeyStoreService:
                 pause = min(pause * 2, 1.0)
 
     def refuse(self, cur, outcome: Outcome, seen: Record, fingerprint: Optional[str],
-               now: Micros) -> errors.KeystoreError:
-        """A refused claim leaves the record untouched; a mismatch counts on its review."""
+               now: Micros, kept_payload: Optional[str] = None) -> errors.KeystoreError:
+        """A refused claim leaves the record untouched; a mismatch counts on its review (and
+        keeps the refused payload there when the claim asked to keep it)."""
         if outcome is Outcome.FINGERPRINT_MISMATCH:
+            kept = None if kept_payload is None else json.dumps({"payload": kept_payload})
             review = self.reviews.open_or_count(cur, seen, "fingerprint_mismatch", now,
-                                                refused_fingerprint=fingerprint)
+                                                refused_fingerprint=fingerprint, kept=kept)
             seen = replace(seen, review_id=seen.review_id or review.id)
         return refusal(outcome, seen, now)
 

@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     # its expiry is a late repeat (marked, or held for a person with on_late_repeat=review).
     # 90 days: a quarter, beyond any provider's retries and most manual re-sends. 0: off.
     late_repeat_window_seconds: int = Field(90 * 24 * HOUR, ge=0, le=10 * 365 * 24 * HOUR)
+    # Scopes whose claims keep their payload for the review page as if they asked
+    # (keep_payload), comma-separated; "*": every scope. Empty: only claims that ask.
+    keep_payload_scopes: str = ""
     # The operators' page (/ui/): signed out after this long without a request; the session
     # cookie is Secure when the request came over https, or always with ui_cookie_secure
     # (set it when a proxy in front terminates TLS and forwards plain http).

@@ -20,7 +20,7 @@ from . import domain
 from .db import Database
 from .domain import FINISHED, Micros, Record, State
 from .sql import COLUMNS, BatchSql, Sql
-from .tables import attempts, late_traces, records
+from .tables import attempts, kept_payloads, late_traces, records
 
 R = records.c
 INCREMENT = object()  # a change meaning "this counter + 1"
@@ -85,6 +85,16 @@ class RecordStore:
             R.tenant_id == bindparam("tenant_id"), R.scope == bindparam("scope"),
             R.key == bindparam("key")), dialect)
         self._by_id = Sql(select(records).where(R.id == bindparam("id")), dialect)
+        K = kept_payloads.c
+        keep = (sqlite if db.sqlite else postgresql).insert(kept_payloads).values(
+            record_id=bindparam("record_id"), incarnation=bindparam("incarnation"),
+            payload=bindparam("payload"))
+        self._keep = Sql(keep.on_conflict_do_update(
+            index_elements=[K.record_id], set_={"incarnation": keep.excluded.incarnation,
+                                                "payload": keep.excluded.payload}), dialect)
+        self._kept = Sql(select(K.payload).where(K.record_id == bindparam("record_id"),
+                                                 K.incarnation == bindparam("incarnation")),
+                         dialect)
         self._history = Sql(attempts.insert().values(
             {c.name: bindparam(c.name) for c in attempts.c if c.name != "id"}), dialect)
         self._attempts_of = Sql(select(attempts).where(
@@ -102,6 +112,17 @@ class RecordStore:
             with self.db.connection() as c:
                 row = self._get.one(c, params)
         return Record(*row) if row else None
+
+    def keep_payload(self, record: Record, payload: str) -> None:
+        """The claim's canonical payload, kept with its record's incarnation (for a person
+        to compare with a refused one); a later incarnation's replaces it."""
+        with self.db.connection() as cur:
+            self._keep.run(cur, {"record_id": record.id, "incarnation": record.incarnation,
+                                 "payload": payload})
+
+    def kept_payload(self, cur: Any, record: Record) -> Optional[str]:
+        row = self._kept.one(cur, {"record_id": record.id, "incarnation": record.incarnation})
+        return row[0] if row else None
 
     def by_id(self, cur: Any, record_id: int) -> Optional[Record]:
         row = self._by_id.one(cur, {"id": record_id})

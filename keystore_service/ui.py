@@ -24,7 +24,7 @@ from flask import (
     url_for,
 )
 
-from . import domain, errors, signins, ui_chart, ui_errors, ui_hooks, ui_text
+from . import domain, errors, signins, ui_bodies, ui_chart, ui_errors, ui_hooks, ui_text
 from .accounts import Principal
 from .hooks.rules import SCOPE_PREFIX, is_hook_scope
 from .operations import ACTIONS
@@ -221,8 +221,11 @@ def record():
     resolved = [v for v, _ in ks.operations.list_reviews(tenant, "resolved", scope=scope,
                                                          key=key, limit=20)[0]]
     done = request.args.get("done")
+    payloads = {v.id: ui_bodies.compare_payloads(ks.operations.kept(v, found))
+                for v in open_reviews if v.kind == domain.ReviewKind.FINGERPRINT_MISMATCH}
     return render_template(
         "ui/record.html", r=found, open_reviews=open_reviews, resolved=resolved,
+        payloads=payloads, late=ks.service.traces.of_key(tenant, scope, key),
         attempts=ks.service.records.attempt_history(found.id),
         audit=ks.oversight.audit_trail(tenant, scope, key),
         expired=domain.expired(found, now), lease_live=domain.lease_live(found, now),

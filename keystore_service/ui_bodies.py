@@ -86,3 +86,53 @@ def _marked(lines: list[str], other: Counter) -> list[Line]:
             other[key] -= 1
         out.append(Line(text, not found))
     return out
+
+
+PATHS_SHOWN = 50  # differing JSON paths listed above two payloads; the rest are counted
+
+
+def differing_paths(a, b, limit: int = PATHS_SHOWN) -> tuple[list[str], int]:
+    """The JSON pointers (RFC 6901) where two values differ, in document order: the first
+    `limit` of them, and how many there are in all (bounded work: payloads are at most 64
+    KiB, and a walk stops descending once it has counted 10,000 differences)."""
+    found: list[str] = []
+    total = [0]
+
+    def walk(x, y, path: str) -> None:
+        if total[0] >= 10_000:
+            return
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in sorted(set(x) | set(y)):
+                step = path + "/" + k.replace("~", "~0").replace("/", "~1")
+                if k not in x or k not in y:
+                    note(step)
+                else:
+                    walk(x[k], y[k], step)
+        elif isinstance(x, list) and isinstance(y, list):
+            for i in range(max(len(x), len(y))):
+                if i >= len(x) or i >= len(y):
+                    note(f"{path}/{i}")
+                else:
+                    walk(x[i], y[i], f"{path}/{i}")
+        elif x != y or type(x) is not type(y):
+            note(path or "/")
+
+    def note(path: str) -> None:
+        total[0] += 1
+        if len(found) < limit:
+            found.append(path)
+    walk(a, b, "")
+    return found, total[0]
+
+
+def compare_payloads(kept: Optional[dict]) -> Optional[dict]:
+    """A mismatch's kept payloads (operations.kept) as the page shows them: both side by
+    side, lines marked, and the JSON paths that differ; None without both."""
+    if not kept or "original" not in kept or kept.get("original") is None \
+            or kept.get("refused") is None:
+        return None
+    left = shown(json.dumps(kept["original"]))
+    right = shown(json.dumps(kept["refused"]))
+    paths, total = differing_paths(kept["original"], kept["refused"])
+    return {"original": left, "refused": right, "lines": side_by_side(left, right),
+            "paths": paths, "more": total - len(paths)}

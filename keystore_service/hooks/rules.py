@@ -13,7 +13,8 @@ from typing import Optional
 from .. import canonical, domain
 from ..domain import SECOND, Micros, Record
 
-SCOPE_PREFIX = "hook:"  # scopes of the gateway's records; reserved (claims there: 403)
+SCOPE_PREFIX = domain.HOOK_SCOPE_PREFIX  # the gateway's records; reserved (claims: 403)
+is_hook_scope = domain.is_hook_scope
 MAX_BACKOFF_SECONDS = 600  # the contract: after attempt n wait uniform(0, min(600, 2^(n-1)))
 ANSWER_KEPT_BYTES = 4096  # of a destination's answer, in the attempt and the record's result
 HELD_BODY_BYTES = 64 * 1024  # a held (changed) body kept for a person, at most
@@ -21,10 +22,6 @@ HELD_BODY_BYTES = 64 * 1024  # a held (changed) body kept for a person, at most
 
 def scope_of(source_name: str) -> str:
     return SCOPE_PREFIX + source_name
-
-
-def is_hook_scope(scope: str) -> bool:
-    return scope.startswith(SCOPE_PREFIX)
 
 
 # --- an arriving delivery -------------------------------------------------------------------

@@ -26,6 +26,8 @@ def test_the_documented_defaults_are_the_real_ones():
         default = field.default
         if default is None:
             assert shown == "(none)", name
+        elif default == "":
+            assert shown == "(empty)", name
         elif isinstance(default, bool):
             assert shown == str(default).lower(), name
         elif isinstance(default, (int, float)):
