@@ -54,8 +54,8 @@ ALLOWED = {
     "oversight": {"db", "domain", "sql", "tables"},
     "secretstore": {"db", "sql", "tables"},
     # the operators' page: an entry point like api, never SQL of its own
-    "ui": {"accounts", "domain", "errors", "hooks", "operations", "signins", "ui_bodies", "ui_chart",
-           "ui_errors", "ui_forms", "ui_hooks", "ui_session", "ui_text"},
+    "ui": {"accounts", "domain", "errors", "hooks", "operations", "signins", "ui_bodies",
+           "ui_chart", "ui_errors", "ui_forms", "ui_hooks", "ui_session", "ui_text"},
     # its Webhooks section: views that ui adds to its blueprint; the gateway's use cases
     "ui_hooks": {"errors", "ui_bodies", "ui_errors", "ui_forms"},
     "ui_bodies": set(),
