@@ -338,7 +338,7 @@ def lose_first_answer(monkeypatch, obj, name):
 
 
 def test_a_claim_whose_answer_was_lost_is_recognised_as_ours(ks, tenant_id, monkeypatch):
-    lost = lose_first_answer(monkeypatch, ks.service.records, "claim")
+    lost = lose_first_answer(monkeypatch, ks.service.records, "claim_with_trace")
     c = claim(ks, tenant_id)
     assert lost and c.outcome is Outcome.ACQUIRED
     assert c.record.duplicate_count == 0  # our own repeat is not counted as a duplicate
