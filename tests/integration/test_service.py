@@ -397,6 +397,6 @@ def test_an_outage_longer_than_the_budget_is_503(ks, tenant_id, monkeypatch):
 
     def down(*args, **kwargs):
         raise errors.Unavailable()
-    monkeypatch.setattr(ks.service.records, "claim", down)
+    monkeypatch.setattr(ks.service.records, "claim_with_trace", down)
     with pytest.raises(errors.Unavailable):
         claim(ks, tenant_id)
