@@ -51,11 +51,14 @@ class GuardedSink:
         self.log: list[Forward] = []
         self.bad_signatures = 0
         self.in_flight: dict[int, str] = {}  # the relay's client port -> the key it forwards
+        self.gate = threading.Event()  # cleared: acting forwards wait for it before answering
+        self.gate.set()
         self._lock = threading.Lock()
         self._server: Optional[ThreadingHTTPServer] = None
         self._port = 0
         self._listen()
-        self.url = f"http://127.0.0.1:{self._port}/workflow"
+        self.port = self._port
+        self.url = f"http://127.0.0.1:{self.port}/workflow"
 
     # --- modes ----------------------------------------------------------------------------
 
@@ -141,6 +144,7 @@ class GuardedSink:
                 status = 401
             else:
                 acted = self._act(key)
+                self.gate.wait(60)
                 time.sleep(self.slow_seconds if mode == "slow" else self.work())
                 status = 200
             forward = Forward(key, attempt, arrived, mode, acted, status)

@@ -33,7 +33,10 @@ class Story:
     concurrent: int = 0  # extra copies sent together with the first
     after_ack: int = 0  # extra copies sent after the first 2xx, as if it came too late
     reserved: int = 0  # sends planned or made (never more than max_sends)
+    pending: int = 0  # sends planned or in flight now
+    resends: int = 0  # resends after failures so far (the schedule's index)
     answers: list = field(default_factory=list)  # status codes, "timeout", "error"
+    answered_at: list = field(default_factory=list)  # monotonic, one per answer
     acked_at: Optional[float] = None  # monotonic time of the first 2xx
 
     @property
@@ -62,6 +65,7 @@ class SimulatedProvider:
             self.stories.append(story)
         self.answers: Counter = Counter()  # status code, "timeout" or "error" -> sends
         self.bodies: Counter = Counter()  # the 2xx answers' "status" -> sends
+        self.answered_2xx_at: list[float] = []  # monotonic times of 2xx answers
         self._heap: list = []
         self._seq = itertools.count()
         self._busy = 0
@@ -73,7 +77,7 @@ class SimulatedProvider:
 
     def run(self, deadline: float) -> None:
         """Send everything, with every resend, or stop at `deadline` (monotonic)."""
-        start = time.monotonic()
+        start = self.started = time.monotonic()
         with self._cond:
             for n, story in enumerate(self.stories):
                 due = start + (n / self.rate if self.rate else 0)
@@ -104,6 +108,7 @@ class SimulatedProvider:
         if story.reserved >= self.max_sends:
             return False
         story.reserved += 1
+        story.pending += 1
         heapq.heappush(self._heap, (due, next(self._seq), story))
         self._cond.notify()
         return True
@@ -123,6 +128,7 @@ class SimulatedProvider:
                         self._busy += 1
                         break
                     self._cond.wait(min(max(wait, 0.001), 0.5))
+            answer: object = "error"
             try:
                 answer = self._send(story)
             finally:
@@ -132,19 +138,23 @@ class SimulatedProvider:
 
     def _settle(self, story: Story, answer) -> None:
         """Under the lock: note the answer, plan what a provider does next."""
-        story.answers.append(answer)
-        self.answers[answer] += 1
         now = time.monotonic()
+        story.answers.append(answer)
+        story.answered_at.append(now)
+        story.pending -= 1
+        self.answers[answer] += 1
         if isinstance(answer, int) and 200 <= answer <= 299:
+            self.answered_2xx_at.append(now)
             if story.acked_at is None:
                 story.acked_at = now
                 for k in range(story.after_ack):  # "the answer came too late": send again
                     self._push(now + self.schedule[min(k, len(self.schedule) - 1)], story)
             return
-        if story.acked:
-            return  # a copy failed, but another was acknowledged: nothing to resend
-        failures = sum(1 for a in story.answers if not (isinstance(a, int) and a < 300))
-        self._push(now + self.schedule[min(failures - 1, len(self.schedule) - 1)], story)
+        if story.acked or story.pending:
+            return  # another copy was acknowledged, or is still on its way: wait for it
+        delay = self.schedule[min(story.resends, len(self.schedule) - 1)]
+        story.resends += 1
+        self._push(now + delay, story)
         self._cond.notify_all()
 
     def _session(self) -> requests.Session:

@@ -104,7 +104,7 @@ def figures(provider: SimulatedProvider, sink: GuardedSink, stored: Stored) -> d
         if f.mode in ("ok", "slow"):
             by_key.setdefault(f.key, []).append(f)
     for forwards in by_key.values():
-        for previous, f in zip(forwards, forwards[1:]):
+        for previous in forwards[:-1]:  # each forward after the first is a repeat
             if previous.mode == "slow":
                 repeats["after_a_timeout"] += 1
             elif delivered.get(previous.key) == previous.attempt:
@@ -122,7 +122,13 @@ def figures(provider: SimulatedProvider, sink: GuardedSink, stored: Stored) -> d
         "provider_answers": {str(k): v for k, v in sorted(provider.answers.items(), key=str)},
         "ingest_2xx_bodies": dict(provider.bodies),
         "acknowledged": len(acked),
+        "unacknowledged_examples": [(s.event_id, s.answers) for s in provider.stories
+                                    if not s.acked][:3],
         "not_acknowledged_but_stored": len(set(stored.states) - acked),
+        # acknowledged only by a "duplicate": the send that stored it got no 202 back (its
+        # worker was killed, or the database went away at its commit, answering 503)
+        "acknowledged_without_a_202": sum(1 for s in provider.stories
+                                          if s.acked and 202 not in s.answers),
         "stored": len(stored.states),
         "states": dict(Counter(stored.states.values())),
         "acknowledged_lost": len(lost),
