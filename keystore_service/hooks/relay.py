@@ -11,12 +11,15 @@ import logging
 import os
 import socket
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 import requests
 
-from .forwarding import Forwarding, Job
+from ..errors import Unavailable
+from .forwarding import Forwarding, Job, Result
+from .rules import Outcome
 
 log = logging.getLogger("keystore.relay")
 SWEEP_SECONDS = 1.0  # the contract: every forwarder sweeps at least once a second
@@ -79,7 +82,7 @@ class Relay:
     def _one(self, job: Job) -> None:
         try:
             result = self.forwarding.forward(job, self._session())
-            outcome = self.forwarding.settle(job, self.holder, result)
+            outcome = self._settle(job, result)
             with self._lock:
                 self.counts[outcome.value if outcome else "lost_lease"] += 1
         except Exception:  # a lost database: the lease runs out and another attempt follows
@@ -88,6 +91,23 @@ class Relay:
             with self._lock:
                 self._busy -= 1
             self._wake.set()  # a slot is free, and a retry may be due at once
+
+    def _settle(self, job: Job, result: Result) -> Optional[Outcome]:
+        """Write the attempt's end, again and again while the database is unavailable, for
+        as long as the attempt's lease lasts: the destination has answered (it may have
+        acted), and an answer not written down means forwarding the event again once the
+        lease runs out. Safe to repeat: a write that landed although its answer was lost
+        makes the next one find the attempt settled (None), not write it twice."""
+        pause = 0.1
+        while True:
+            try:
+                return self.forwarding.settle(job, self.holder, result)
+            except Unavailable:
+                left = (job.event.lease_until - self.forwarding.clock()) / 1e6  # micros
+                if left < pause or self._stop.is_set():
+                    raise
+                time.sleep(pause)
+                pause = min(pause * 2, 1.0)
 
     def _session(self) -> requests.Session:
         session = getattr(self._local, "session", None)

@@ -92,7 +92,7 @@ HOOKS_ALLOWED = {
                    "tables", "rules"},
     "forwarding": {"domain", "hookstore", "reviews", "sealing", "sourcestore", "store",
                    "destinations", "rules", "providers"},
-    "relay": {"forwarding"},
+    "relay": {"errors", "forwarding", "rules"},
 }
 
 
