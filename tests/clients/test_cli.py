@@ -36,8 +36,9 @@ def lines(path: Path) -> list:
 
 def test_ten_concurrent_and_ten_sequential_runs_append_one_line(service, scope, tmp_path):
     """The key store waits for a duplicate while it has a waiting seat for the token (two
-    per worker here); a duplicate without one exits 75 at once (try later), and its next run
-    replays. Never a second run."""
+    per worker here); a duplicate without one, or whose claim races the first one's insert
+    (answered in_progress at once), exits 75 (try later), and its next run replays. Never a
+    second run."""
     target = tmp_path / "out.txt"
     env = {**os.environ, "KEYSTORE_URL": service.url, "KEYSTORE_TOKEN": service.token}
     slow = APPEND + "; sleep 0.5"  # the others arrive while the first one still runs
@@ -46,7 +47,7 @@ def test_ten_concurrent_and_ten_sequential_runs_append_one_line(service, scope, 
              for _ in range(10)]
     outs = [p.communicate(timeout=90) for p in procs]
     codes = [p.returncode for p in procs]
-    assert set(codes) <= {0, 75} and codes.count(0) >= 2, outs  # the first and a waiter
+    assert set(codes) <= {0, 75} and codes.count(0) >= 1, outs  # the first (and the waiters)
     assert all(out == "appended\n" for (out, _), code in zip(outs, codes) if code == 0)
     assert all("in_progress" in err for (_, err), code in zip(outs, codes) if code == 75)
     for _ in range(10):

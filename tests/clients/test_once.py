@@ -56,7 +56,10 @@ def test_16_concurrent_callers_run_the_body_once_and_the_others_wait_or_try_late
         results = list(pool.map(caller, range(16)))
     answered = [r for r in results if not isinstance(r, InProgress)]
     assert sink.count(effect) == 1 and ran == [7]
-    assert answered.count({"id": f"{effect}-1"}) == len(answered) >= 2  # the first + a waiter
+    # the first, and the duplicates that waited; not necessarily any: a duplicate whose claim
+    # races the first one's insert is answered in_progress at once (the key store checks for a
+    # holder before its claim, not after), and that is still "try later", never a second run
+    assert answered.count({"id": f"{effect}-1"}) == len(answered) >= 1
     record = ks.lookup(scope, "order-7")
     assert record.state == "succeeded" and record.attempt == 1
     assert record.duplicate_count == 15  # every other caller's one claim, counted once

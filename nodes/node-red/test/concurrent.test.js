@@ -3,7 +3,8 @@
  * The same message delivered 5 times at once (an MQTT or webhook redelivery storm) through
  * guard -> http request (the effect, to a local sink) -> complete: one effect; the other four
  * wait for the first (the key store's wait_seconds, one request each) and come out "Already
- * done" with its result, or, when the key store has no waiting seat left for the token, go to
+ * done" with its result, or, when the key store has no waiting seat left for the token (or
+ * the copy's claim raced the first one's insert, which the key store answers at once), go to
  * Catch as `in_progress` (try later), and come out "Already done" when sent again.
  */
 const { it, before, after, afterEach } = require('node:test');
@@ -46,7 +47,6 @@ it('produces one effect for the same message 5 times at once', { timeout: 120_00
   assert.equal(sink.effects.length, 1, 'exactly one effect');
   assert.equal(done.length, 1);
   assert.equal(attention.length, 0, 'a running first copy is never a person\'s matter');
-  assert.ok(replayed.length >= 1, 'at least one copy waited for the first');
   assert.equal(replayed.length + errors.length, 4);
   assert.deepEqual(errors.map((m) => m.keystore.outcome), errors.map(() => 'in_progress'));
   const first = done[0].keystore;

@@ -46,12 +46,12 @@ it('answers 5 simultaneous deliveries with one invoice: 201 once, 200 with it or
   const invoice = created[0].body;
   assert.match(invoice.id, /^eff-\d+$/);
   // A copy waits for the first (the key store's wait_seconds) while the key store has a
-  // waiting seat for the token (one per worker here); without one it is told to try later
-  // (503, Retry-After), and its resend gets the invoice. Never a person's matter.
+  // waiting seat for the token (one per worker here); without one, or when its claim races
+  // the first one's insert (the key store then answers in_progress at once), it is told to
+  // try later (503, Retry-After), and its resend gets the invoice. Never a person's matter.
   const waited = answers.filter((a) => a.status === 200);
   const later = answers.filter((a) => a.status === 503);
   assert.equal(waited.length + later.length, 4, JSON.stringify(answers));
-  assert.ok(waited.length >= 1, 'at least one copy waited for the first');
   for (const answer of waited) assert.deepEqual(answer.body, invoice);
   for (const answer of later) assert.equal(answer.retryAfter, '30');
   for (const answer of await Promise.all(later.map(() => deliver(event)))) {

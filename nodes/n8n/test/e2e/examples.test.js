@@ -226,14 +226,14 @@ test('the same webhook POSTed 5 times at once: one invoice', async (t) => {
 	for (const answer of answers.filter((a) => a.status !== 201)) {
 		// a duplicate waits for the first (the key store's wait_seconds) and gets its invoice
 		// while the key store has a waiting seat for the token (two per worker here); without
-		// one, or on a machine so slow that the first takes over the Guard's 10 s wait, it is
-		// told to try later: 503 with Retry-After, never a person's matter (docs/outcomes.md)
+		// one, when its claim races the first one's insert (the key store then answers
+		// in_progress at once), or on a machine so slow that the first takes over the Guard's
+		// 10 s wait, it is told to try later: 503 with Retry-After, never a person's matter
 		const ok =
 			(answer.status === 200 && answer.body.status === 'already_done' && answer.body.invoice_id === invoiceId) ||
 			(answer.status === 503 && answer.body.status === 'try_later' && answer.body.reason === 'in_progress');
 		assert.ok(ok, JSON.stringify(answer));
 	}
-	assert.ok(answers.some((a) => a.body.status === 'already_done'), 'at least one duplicate waited for the first');
 	const retried = await Promise.all(answers.filter((a) => a.status === 503).map(() => deliver(event)));
 	for (const answer of retried) assert.deepEqual([answer.status, answer.body.invoice_id], [200, invoiceId]);
 	assert.equal(invoicesFor('slow-burst').length, 1);
