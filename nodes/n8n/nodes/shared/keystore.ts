@@ -87,7 +87,8 @@ export async function claim(
 	itemIndex: number,
 	waitSeconds = 0,
 ): Promise<ClaimAnswer> {
-	const wait = Math.min(Math.max(Math.floor(waitSeconds), 0), MAX_CLAIM_WAIT);
+	// an expression may give anything: whole seconds 0-30, and no wait for what is not a number
+	const wait = Number.isFinite(waitSeconds) ? Math.min(Math.max(Math.floor(waitSeconds), 0), MAX_CLAIM_WAIT) : 0;
 	const body = claimBody(scope, item, options);
 	if (wait > 0) body.wait_seconds = wait;
 	const answer = await claimCall(ctx, () =>

@@ -121,6 +121,12 @@ test('Guard asks the key store to wait for a running attempt: one claim, counted
 		[['POST', '/v1/claim', 20]],
 	);
 	assert.equal(done[0].json.idempotency.record.duplicate_count, 1, 'the waiting duplicate is counted once');
+	// what is sent for a Wait that an expression made: whole seconds, at most 30, else none
+	for (const [asked, sent] of [[300, 30], [2.7, 2], [0, undefined], [-4, undefined], [Number.NaN, undefined], ['abc', undefined]]) {
+		const sentCalls = [];
+		await guard([event(unique('evt'))], { waitSeconds: asked }, { calls: sentCalls });
+		assert.equal(sentCalls[0].body.wait_seconds, sent, `waitSeconds ${asked}`);
+	}
 });
 
 test('a claim whose answer was lost is sent again with its lease token and resumes (New, attempt 1)', async () => {
