@@ -10,7 +10,8 @@
 # The lease is renewed in the background while COMMAND runs; if the shell dies (even by
 # kill -9), the renewals stop and the key goes to reconciliation when the lease runs out,
 # never to a blind second run.
-# Returns 75 when another run still holds the key after KEYSTORE_WAIT seconds (default 30),
+# Returns 75 when another run still holds the key after KEYSTORE_WAIT seconds (default and
+# most 30: the key store waits, in one request),
 # 76 when an earlier run ended with an unknown outcome (a person must resolve it), 77 when
 # the key was used with a different payload, 78 when the token is refused, 69 when the key
 # store cannot be reached or answers an error. (The keystore-client command does the same
@@ -25,8 +26,13 @@ keystore_once() {
   [ $# -gt 0 ] || { echo "keystore_once: no command given (put it after --)" >&2; return 64; }
   local url=${KEYSTORE_URL:?keystore_once: set KEYSTORE_URL} auth
   auth="Authorization: Bearer ${KEYSTORE_TOKEN:?keystore_once: set KEYSTORE_TOKEN}"
-  local deadline=$(( $(date +%s) + ${KEYSTORE_WAIT:-30} ))
-  local ref body response status
+  local wait=${KEYSTORE_WAIT:-30} ref body response status lease_token
+  [[ $wait =~ ^[0123456789]{1,4}$ ]] \
+    || { echo "keystore_once: KEYSTORE_WAIT is whole seconds, 0-30" >&2; return 64; }
+  wait=$(( 10#$wait > 30 ? 30 : 10#$wait ))  # the key store waits at most 30 s for one claim
+  # The lease token this claim proposes (lt_ + 32 base64url characters, 192 random bits): a
+  # claim that got no answer is sent again with it and resumes what the lost one acquired.
+  lease_token="lt_$(head -c 24 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
 
   # JSON strings: keys never contain control characters (the key store refuses them),
   # so escaping backslash and double quote is enough.
@@ -34,23 +40,19 @@ keystore_once() {
   # POST or GET; sets `status` and `response` (the body). Fails when no answer came back.
   _ks_call() {
     local out
-    out=$(curl -sS -m 40 -w '\n%{http_code}' -H "$auth" -H 'Content-Type: application/json' \
-          "$@") || return 1
+    out=$(curl -sS -m $(( 20 + wait )) -w '\n%{http_code}' -H "$auth" \
+          -H 'Content-Type: application/json' "$@") || return 1
     status=${out##*$'\n'} response=${out%$'\n'*}
   }
   ref="\"scope\":$(_ks_json "$scope"),\"key\":$(_ks_json "$key")"
-  body="{$ref,\"lease_seconds\":$lease${payload:+,\"payload\":$payload}}"
+  body="{$ref,\"lease_seconds\":$lease,\"lease_token\":\"$lease_token\""
+  if [ "$wait" -gt 0 ]; then body="$body,\"wait_seconds\":$wait"; fi
+  body="$body${payload:+,\"payload\":$payload}}"
 
-  while :; do
-    _ks_call -X POST "$url/v1/claim" --data-binary "$body" || return 69
-    [ "$status" = 409 ] && [[ $response == *'"outcome":"in_progress"'* ]] || break
-    local left=$(( deadline - $(date +%s) ))
-    [ "$left" -ge 1 ] || break
-    [ "$left" -le 10 ] || left=10
-    # another run holds the key: wait (up to $left s) until it finishes, then claim again
-    _ks_call -G "$url/v1/keys" --data-urlencode "scope=$scope" --data-urlencode "key=$key" \
-      --data-urlencode "wait=$left" || return 69
-  done
+  # One request: while another run holds the key, the key store waits for it (up to $wait s)
+  # and answers with its result. No answer at all: sent once more, with the same token.
+  _ks_call -X POST "$url/v1/claim" --data-binary "$body" \
+    || _ks_call -X POST "$url/v1/claim" --data-binary "$body" || return 69
 
   case $status in
     201) ;;
@@ -68,9 +70,7 @@ keystore_once() {
     *) echo "keystore_once: the key store answered $status: $response" >&2; return 69 ;;
   esac
 
-  local lease_token
-  lease_token=$(printf '%s' "$response" | sed -n 's/.*"lease_token":"\([^"]*\)".*/\1/p')
-  ref="$ref,\"lease_token\":\"$lease_token\""
+  ref="$ref,\"lease_token\":\"$lease_token\""  # the token it proposed is the lease's
   local shell_pid=${BASHPID:-$$}  # the shell running this function
   ( # heartbeat: extend the lease every lease/3 seconds while the command runs, and only while
     # this function's shell lives: if it is killed (kill -9 leaves no chance to stop us), the

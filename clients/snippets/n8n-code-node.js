@@ -18,7 +18,7 @@ const SETTINGS = {
   payloadOf: (item) => item.json, // what the event says; the same key with other data is refused
   targetUrl: env('TARGET_URL', 'https://billing.example.com/invoices'), // used by action()
   leaseSeconds: 120, // longer than the action ever takes
-  waitSeconds: 20, // how long a duplicate waits for a first run still in progress
+  waitSeconds: 20, // how long the key store holds a duplicate for a first run still working (max 30)
 };
 
 // ---- THE ACTION: your side effect, done once per key -----------------------------------
@@ -61,13 +61,13 @@ function env(name, fallback) {
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-async function keystore(method, path, { body, qs, retries = 0 } = {}) {
+async function keystore(method, path, { body, qs, retries = 0, waitSeconds = 0 } = {}) {
   for (let attempt = 0; ; attempt++) {
     try {
       return await helpers.httpRequest({
         method, url: SETTINGS.keystoreUrl.replace(/\/$/, '') + path, body, qs, json: true,
         headers: { Authorization: `Bearer ${SETTINGS.keystoreToken}` },
-        returnFullResponse: true, ignoreHttpStatusErrors: true, timeout: 35000,
+        returnFullResponse: true, ignoreHttpStatusErrors: true, timeout: 35000 + waitSeconds * 1000,
       });
     } catch (error) {
       // No answer. Only calls that are safe to repeat pass retries > 0.
@@ -82,18 +82,28 @@ function refusal(res) {
   return new Error(`key store: ${res.statusCode} ${error.code || ''} ${error.message || ''}`.trim());
 }
 
-async function claim(scope, key, payload) {
-  const deadline = Date.now() + SETTINGS.waitSeconds * 1000;
-  for (;;) {
-    const res = await keystore('POST', '/v1/claim', {
-      body: { scope, key, payload, lease_seconds: SETTINGS.leaseSeconds },
-    });
-    const left = Math.floor((deadline - Date.now()) / 1000);
-    if (res.statusCode !== 409 || res.body.outcome !== 'in_progress' || left < 1) return res;
-    const retryAfter = Number(res.headers['retry-after']) || 1;
-    // Another run holds the key: wait until it finishes (or its lease may have run out).
-    await keystore('GET', '/v1/keys', { qs: { scope, key, wait: Math.min(left, retryAfter, 10) } });
+// The lease token this claim proposes (lt_ + 32 base64url characters). A claim that got no
+// answer is sent again with it: if the lost one had acquired the key, the repeat resumes that
+// attempt instead of finding it "in progress". From Node's crypto when the n8n instance lets
+// the Code node load it (NODE_FUNCTION_ALLOW_BUILTIN=crypto); n8n blocks it by default, and
+// then from Math.random, which is not a cryptographic source (see docs/platforms/n8n-code.md).
+function newLeaseToken() {
+  let bytes;
+  try {
+    bytes = require('crypto').randomBytes(24);
+  } catch (error) {
+    bytes = Buffer.from(Array.from({ length: 24 }, () => Math.floor(Math.random() * 256)));
   }
+  return 'lt_' + bytes.toString('base64url');
+}
+
+async function claim(scope, key, payload) {
+  const body = { scope, key, payload, lease_seconds: SETTINGS.leaseSeconds, lease_token: newLeaseToken() };
+  // One request: while another run holds the key, the key store waits for it (up to 30 s)
+  // and answers with its result. No answer at all: sent once more, with the same token.
+  const waitSeconds = Math.min(Math.max(Math.floor(SETTINGS.waitSeconds), 0), 30);
+  if (waitSeconds > 0) body.wait_seconds = waitSeconds;
+  return keystore('POST', '/v1/claim', { body, retries: 1, waitSeconds });
 }
 
 async function exactlyOnce(item) {
@@ -106,7 +116,7 @@ async function exactlyOnce(item) {
     return { outcome: 'replay', replayed: true, state: record.state, attempt: record.attempt,
       result: record.result };
   }
-  if (res.statusCode === 409 && res.body.outcome === 'in_progress') {
+  if (res.statusCode === 409 && res.body.outcome === 'in_progress') { // try later
     throw new Error(`${scope}/${key} is still in progress in another run; try again later`);
   }
   if (res.statusCode === 409 && res.body.outcome === 'needs_reconciliation') {

@@ -14,7 +14,7 @@
 
 const CONFIG_FIELDS = ['keystore_url', 'keystore_token', 'scope', 'key', 'target_url'];
 const LEASE_SECONDS = 60; // longer than the action ever takes
-const WAIT_SECONDS = 5; // a duplicate waits this long for a first run still in progress
+const WAIT_SECONDS = 5; // the key store holds a duplicate this long for a first run still working
 
 class TransientError extends Error {}
 
@@ -61,10 +61,12 @@ for (const [name, value] of Object.entries(inputData)) {
 }
 
 async function call(method, path, body, retries = 0) {
+  const waited = (body && body.wait_seconds) || 0; // the key store may hold a claim that long
   for (let attempt = 0; ; attempt++) {
     try {
       const res = await fetch(base + path, {
-        method, headers, body: body && JSON.stringify(body), signal: AbortSignal.timeout(15000),
+        method, headers, body: body && JSON.stringify(body),
+        signal: AbortSignal.timeout(15000 + waited * 1000),
       });
       return { status: res.status, headers: res.headers, data: await res.json() };
     } catch (error) {
@@ -79,16 +81,19 @@ function refused(res) {
   return new Error(`key store: ${res.status} ${error.code} ${error.message}`);
 }
 
-const deadline = Date.now() + WAIT_SECONDS * 1000;
-let claim;
-for (;;) {
-  claim = await call('POST', '/v1/claim', { scope, key, payload, lease_seconds: LEASE_SECONDS });
-  const left = Math.floor((deadline - Date.now()) / 1000);
-  if (claim.status !== 409 || claim.data.outcome !== 'in_progress' || left < 1) break;
-  const retryAfter = Number(claim.headers.get('retry-after')) || 1;
-  const query = new URLSearchParams({ scope, key, wait: String(Math.min(left, retryAfter)) });
-  await call('GET', `/v1/keys?${query}`);
+// The lease token this claim proposes: lt_ + 32 base64url characters of 24 random bytes.
+function newLeaseToken() {
+  const bytes = new Uint8Array(24);
+  (globalThis.crypto || require('crypto').webcrypto).getRandomValues(bytes);
+  return 'lt_' + Buffer.from(bytes).toString('base64url');
 }
+
+// One request: while another run holds the key, the key store waits for it (WAIT_SECONDS)
+// and answers with its result. A claim that got no answer is sent once more with the same
+// lease token: if the lost one had acquired the key, the repeat resumes that attempt.
+const claimBody = { scope, key, payload, lease_seconds: LEASE_SECONDS, lease_token: newLeaseToken() };
+if (WAIT_SECONDS > 0) claimBody.wait_seconds = WAIT_SECONDS;
+const claim = await call('POST', '/v1/claim', claimBody, 1);
 
 const record = claim.data.record;
 if (claim.status === 200) {
@@ -112,7 +117,7 @@ if (claim.status === 200) {
   if (completed.status !== 200) throw refused(completed);
   output = { outcome: 'acquired', replayed: false, state: done.state,
     attempt: claim.data.attempt, ...done.result };
-} else if (claim.status === 409 && claim.data.outcome === 'in_progress') {
+} else if (claim.status === 409 && claim.data.outcome === 'in_progress') { // try later
   throw new Error(`${scope}/${key} is still in progress in another run; try again later`);
 } else if (claim.status === 409 && claim.data.outcome === 'needs_reconciliation') {
   throw new Error(`${scope}/${key}: an earlier run ended with an unknown outcome; a person must resolve it`);

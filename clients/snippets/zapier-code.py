@@ -11,6 +11,7 @@
 #          status_code, body}. A raised error stops the Zap run; with Autoreplay on, Zapier
 #          runs the step again later with the same key, and the key store makes that safe.
 # Guide: docs/platforms/zapier-code.md
+import secrets
 import time
 
 import requests
@@ -18,7 +19,7 @@ from urllib3.exceptions import ConnectTimeoutError, NewConnectionError
 
 CONFIG_FIELDS = ("keystore_url", "keystore_token", "scope", "key", "target_url")
 LEASE_SECONDS = 60  # longer than the action ever takes
-WAIT_SECONDS = 5  # a duplicate waits this long for a first run still in progress
+WAIT_SECONDS = 5  # the key store holds a duplicate this long for a first run still working
 
 
 class TransientError(Exception):
@@ -61,10 +62,10 @@ if not key:
 payload = {k: v for k, v in input_data.items() if k not in CONFIG_FIELDS}
 
 
-def call(method, path, retries=0, **kwargs):
+def call(method, path, retries=0, wait=0, **kwargs):
     for attempt in range(retries + 1):
-        try:
-            return session.request(method, base + path, timeout=15, **kwargs)
+        try:  # the key store may hold a claim for `wait` seconds on purpose
+            return session.request(method, base + path, timeout=15 + wait, **kwargs)
         except requests.RequestException:
             if attempt >= retries:  # only calls safe to repeat pass retries > 0
                 raise
@@ -77,17 +78,16 @@ def refused(res):
                                                  error.get("message")))
 
 
-deadline = time.monotonic() + WAIT_SECONDS
-while True:
-    claim = call("POST", "/v1/claim", json={"scope": scope, "key": key, "payload": payload,
-                                            "lease_seconds": LEASE_SECONDS})
-    body = claim.json()
-    left = int(deadline - time.monotonic())
-    if claim.status_code != 409 or body.get("outcome") != "in_progress" or left < 1:
-        break
-    retry_after = int(claim.headers.get("Retry-After") or 1)
-    call("GET", "/v1/keys", params={"scope": scope, "key": key,
-                                    "wait": min(left, retry_after)})
+# One request: while another run holds the key, the key store waits for it (WAIT_SECONDS)
+# and answers with its result. The claim proposes its own lease token (lt_ + 32 random
+# characters); a claim that got no answer is sent once more with it, and if the lost one had
+# acquired the key, the repeat resumes that attempt.
+claim_body = {"scope": scope, "key": key, "payload": payload, "lease_seconds": LEASE_SECONDS,
+              "lease_token": "lt_" + secrets.token_urlsafe(24)}
+if WAIT_SECONDS > 0:
+    claim_body["wait_seconds"] = WAIT_SECONDS
+claim = call("POST", "/v1/claim", retries=1, wait=WAIT_SECONDS, json=claim_body)
+body = claim.json()
 
 record = body.get("record") or {}
 if claim.status_code == 200:
@@ -111,7 +111,7 @@ elif claim.status_code == 201:
         raise refused(completed)
     output = dict({"outcome": "acquired", "replayed": False, "state": state,
                    "attempt": body["attempt"]}, **result)
-elif claim.status_code == 409 and body.get("outcome") == "in_progress":
+elif claim.status_code == 409 and body.get("outcome") == "in_progress":  # try later
     raise RuntimeError("%s/%s is still in progress in another run; try again later"
                        % (scope, key))
 elif claim.status_code == 409 and body.get("outcome") == "needs_reconciliation":

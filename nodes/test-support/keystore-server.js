@@ -68,6 +68,9 @@ class KeyStore {
 		const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ks-nodes-'));
 		const store = new KeyStore(dir, await freePort(), { workers, threads });
 		store.tenant = tenant;
+		// the admin commands refuse a database without the schema (they name the database they
+		// would touch, so a mistyped URL is not taken for an empty key store): make it first
+		store.cli('db', 'upgrade');
 		store.clientToken = store.token(tenant, 'client');
 		store.operatorToken = store.token(tenant, 'operator');
 		await store.resume();

@@ -1,7 +1,7 @@
 """`KeyStore.claim_batch` and versions in the client, against the real service on both
 backends: one typed result per item for every outcome, versions older / equal / newer as
 integers and as timestamps with offsets, the item of the other kind refused alone, and a
-batch whose answer was lost not sent again."""
+batch whose answer was lost sent again, resuming what it acquired."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
@@ -17,7 +17,6 @@ from keystore_client import (
     KeyStore,
     NeedsReconciliation,
     NotFound,
-    OutcomeUnknown,
     RetryPolicy,
 )
 
@@ -174,18 +173,28 @@ def test_a_batch_of_1000_in_one_call(ks, scope):
     assert outcomes(ks.claim_batch(scope, items)) == ["in_progress"] * 1000
 
 
-def test_a_batch_whose_answer_was_lost_is_not_sent_again(service, ks, scope):
+def test_a_batch_whose_answer_was_lost_is_sent_again_and_each_item_resumes(service, ks,
+                                                                            scope):
+    """Contract v1.1: every item proposes its lease token, so the client repeats a batch
+    whose answer was lost, and what the lost one acquired answers `acquired` again, resumed
+    (before v1.1 the batch could not be repeated: its keys waited out their leases)."""
     proxy = FaultProxy(service.url).start()
     try:
+        ks.claim(scope, "held")  # another attempt's: stays in progress through the repeat
         client = KeyStore(proxy.url, service.token,
                           retry=RetryPolicy(tries=5, base_delay=0.05, max_delay=0.2, budget=10))
         proxy.drop_answer("/v1/claim/batch")
-        with pytest.raises(OutcomeUnknown):
-            client.claim_batch(scope, [{"key": "a"}, {"key": "b"}])
-        assert proxy.seen["/v1/claim/batch"] == 1  # never repeated by the client
-        # it was applied: sending it again yourself is safe, nothing is acquired twice
-        assert outcomes(ks.claim_batch(scope, [{"key": "a"}, {"key": "b"}, {"key": "c"}])) \
-            == ["in_progress", "in_progress", "acquired"]
+        results = client.claim_batch(scope, [{"key": "a"}, {"key": "b"}, {"key": "held"}])
+        assert proxy.seen["/v1/claim/batch"] == 2  # applied, its answer lost, sent again
+        assert [(r.outcome, r.resumed) for r in results] == [
+            ("acquired", True), ("acquired", True), ("in_progress", False)]
+        assert results[0].lease_token == results[0].item.lease_token  # the one it proposed
+        for r in results[:2]:
+            client.complete(scope, r.key, r.lease_token)
+        assert [ks.lookup(scope, k).attempt for k in "ab"] == [1, 1]
+        # anybody else's batch still meets the keys as they are
+        assert outcomes(ks.claim_batch(scope, [{"key": "a"}, {"key": "held"}, {"key": "c"}])) \
+            == ["replay", "in_progress", "acquired"]
         # a 503 (nothing written) is retried as for single claims
         proxy.answer("/v1/claim/batch", 503, {"Retry-After": "0"},
                      b'{"error":{"code":"unavailable","message":"busy","details":{}}}')

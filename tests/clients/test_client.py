@@ -74,6 +74,66 @@ def test_lookup_wait_returns_when_the_record_finishes(ks, scope):
     assert record.state == "succeeded" and time.monotonic() - started < 15
 
 
+@pytest.mark.parametrize("action, outcome", [("complete", "replay"), ("release", "acquired")])
+def test_a_claim_that_waits_is_one_request_answered_by_what_the_holder_did(
+        service, ks, scope, action, outcome):
+    """`wait` is the service's `wait_seconds`: one claim, no lookups in between, and the
+    duplicate is counted once (the client's old claim / poll / claim-again loop is gone)."""
+    import threading
+
+    from .faults import FaultProxy
+    holder = ks.claim(scope, "k", lease_seconds=30)
+    proxy = FaultProxy(service.url).start()
+    try:
+        waiting = KeyStore(proxy.url, service.token)
+        done = getattr(ks, action)
+        timer = threading.Timer(0.5, lambda: done(scope, "k", holder.lease_token))
+        timer.start()
+        started = time.monotonic()
+        got = waiting.claim(scope, "k", wait=10)
+        timer.join()
+        assert got.outcome == outcome and 0.4 < time.monotonic() - started < 8
+        assert dict(proxy.seen) == {"/v1/claim": 1}  # nothing but the one claim
+        assert ks.lookup(scope, "k").duplicate_count == (1 if action == "complete" else 0)
+        waiting.close()
+    finally:
+        proxy.stop()
+
+
+def test_a_claim_that_waits_in_vain_raises_in_progress_counted_once(ks, scope):
+    ks.claim(scope, "k", lease_seconds=30)
+    started = time.monotonic()
+    with pytest.raises(InProgress) as info:
+        ks.claim(scope, "k", wait=0.2)  # rounded up to a whole second
+    assert 0.9 < time.monotonic() - started < 8 and info.value.retry_after >= 1
+    assert ks.lookup(scope, "k").duplicate_count == 1
+
+
+@pytest.mark.parametrize("wait, error", [(31, ValueError), (-1, ValueError),
+                                         (float("nan"), TypeError), (float("inf"), ValueError),
+                                         (True, TypeError), ("5", TypeError)])
+def test_a_wait_the_service_cannot_take_is_refused_before_any_request(wait, error):
+    nowhere = KeyStore("http://127.0.0.1:9", "ks_t")
+    with pytest.raises(error):
+        nowhere.claim("s", "k", wait=wait)
+
+
+@pytest.mark.parametrize("token", ["lt_short", "lt_" + "a" * 65, "xx_" + "a" * 24,
+                                   "lt_" + "a" * 23 + "\n", "lt_" + "٣" * 24, 12345])
+def test_a_malformed_proposed_token_is_refused_before_any_request(token):
+    nowhere = KeyStore("http://127.0.0.1:9", "ks_t")
+    with pytest.raises(ValueError, match="lease token"):
+        nowhere.claim("s", "k", lease_token=token)
+
+
+def test_every_claim_proposes_a_fresh_token_of_its_own(ks, scope):
+    from keystore_client import new_lease_token
+    a, b = ks.claim(scope, "a"), ks.claim(scope, "b")
+    assert a.lease_token != b.lease_token and len(a.lease_token) == 3 + 32
+    mine = new_lease_token()
+    assert ks.claim(scope, "c", lease_token=mine).lease_token == mine
+
+
 def test_refused_claims_raise_their_error_with_the_record(ks, scope):
     ks.claim(scope, "k", payload={"a": 1}, lease_seconds=30)
     with pytest.raises(InProgress) as info:

@@ -115,14 +115,32 @@ def test_a_retry_after_beyond_the_budget_raises_at_once(service, proxy, scope):
     assert info.value.retry_after == 3600 and proxy.seen["/v1/claim"] == 1
 
 
-def test_a_claim_whose_answer_was_lost_is_not_repeated(service, proxy, ks, scope):
+def test_a_claim_whose_answer_was_lost_is_repeated_and_resumes(service, proxy, ks, scope):
+    """Contract v1.1: the claim proposed its own lease token, so its repeat after a lost
+    answer is the same attempt again (before v1.1 the client could not repeat it, and the
+    key waited out its lease and went to reconciliation)."""
     client = KeyStore(proxy.url, service.token, retry=fast())
     proxy.drop_answer("/v1/claim")
-    with pytest.raises(OutcomeUnknown):
-        client.claim(scope, "k")
-    assert proxy.seen["/v1/claim"] == 1  # never sent twice
-    with pytest.raises(InProgress):  # ...and it was applied: only the lease can settle it
+    claimed = client.claim(scope, "k")
+    assert proxy.seen["/v1/claim"] == 2  # applied, its answer dropped, sent again
+    assert claimed.acquired and claimed.resumed and claimed.attempt == 1
+    with pytest.raises(InProgress):  # anybody else still meets the live lease
         ks.claim(scope, "k")
+    client.complete(scope, "k", claimed.lease_token, result={"resource_id": "INV-1"})
+    record = ks.lookup(scope, "k")
+    assert (record.state, record.attempt, record.duplicate_count) == ("succeeded", 1, 1)
+
+
+def test_a_claim_whose_answers_are_all_lost_raises_and_the_callers_token_resumes_it(
+        service, proxy, ks, scope):
+    from keystore_client import new_lease_token
+    client = KeyStore(proxy.url, service.token, retry=RetryPolicy(tries=2, base_delay=0.01))
+    mine = new_lease_token()
+    proxy.drop_answer("/v1/claim", times=2)
+    with pytest.raises(OutcomeUnknown):
+        client.claim(scope, "k", lease_token=mine)
+    later = ks.claim(scope, "k", lease_token=mine)  # the caller repeats it, later
+    assert later.resumed and later.attempt == 1 and later.lease_token == mine
 
 
 def test_a_complete_whose_answer_was_lost_is_repeated_with_the_same_token(

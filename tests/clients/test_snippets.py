@@ -11,6 +11,7 @@ import shutil
 import signal
 import subprocess
 import textwrap
+import threading
 import time
 from datetime import UTC, datetime
 
@@ -224,3 +225,91 @@ def wait_until(condition, seconds: float) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.1)
+
+
+# --- every snippet: a lost claim answer resumes; a duplicate waits in one request -----------
+
+@pytest.fixture
+def proxy(service):
+    from .faults import FaultProxy
+    p = FaultProxy(service.url).start()
+    yield p
+    p.stop()
+
+
+def run_snippet(kind: str, url: str, service, sink, effect, scope, key: str) -> dict:
+    """One run of a snippet for one event against the key store at `url`: its outcome and
+    attempt, or `error` (what it threw, or the shell function's exit code)."""
+    if kind == "n8n":
+        env = {"KEYSTORE_URL": url, "KEYSTORE_TOKEN": service.token,
+               "TARGET_URL": f"{sink.url}/effects/{effect}"}
+        out = node("n8n-code-node.mjs", "n8n-code-node.js",
+                   {"items": [{"event_id": key, "amount": 5}], "env": env})
+        if not out["ok"]:
+            return {"error": out["error"]}
+        got = out["items"][0]["json"]["keystore"]
+        return {"outcome": got["outcome"], "attempt": got["attempt"]}
+    if kind == "bash":
+        r = subprocess.run(["bash", "-c", f"set -euo pipefail\nsource '{SNIPPETS}/keystore.sh'\n"
+                            f"keystore_once {scope} {key} -- curl -sf -X POST -d '{{}}' "
+                            f"{sink.url}/effects/{effect}"],
+                           env={"PATH": "/usr/bin:/bin", "KEYSTORE_URL": url,
+                                "KEYSTORE_TOKEN": service.token, "KEYSTORE_WAIT": "20"},
+                           capture_output=True, text=True, timeout=90)
+        if r.returncode:
+            return {"error": r.returncode}
+        return {"outcome": "replay" if "already ran" in r.stderr else "acquired"}
+    data = {**zapier_input(service, sink, effect, scope, key), "keystore_url": url}
+    try:
+        got = zapier(kind, data)
+    except ZapierStepError as exc:
+        return {"error": str(exc)}
+    return {"outcome": got["outcome"], "attempt": got["attempt"]}
+
+
+def snippet_scope(kind: str, scope: str) -> str:
+    return "create_invoice" if kind == "n8n" else scope  # the n8n snippet's scope is fixed
+
+
+@pytest.mark.parametrize("kind", ["n8n", "js", "python", "bash"])
+def test_a_claim_whose_answer_was_lost_is_sent_again_and_resumes(kind, service, proxy, sink,
+                                                                  effect, scope, ks):
+    key = f"{scope}-lost"
+    proxy.drop_answer("/v1/claim")  # the claim lands; its answer never comes back
+    got = run_snippet(kind, proxy.url, service, sink, effect, scope, key)
+    assert got.get("outcome") == "acquired", got
+    assert proxy.seen["/v1/claim"] == 2 and sink.count(effect) == 1
+    record = ks.lookup(snippet_scope(kind, scope), key)
+    assert (record.state, record.attempt) == ("succeeded", 1)  # not left to reconciliation
+
+
+@pytest.mark.parametrize("kind", ["n8n", "js", "python", "bash"])
+def test_a_duplicate_waits_in_one_request_and_is_counted_once(kind, service, proxy, sink,
+                                                              effect, scope, ks):
+    key = f"{scope}-busy"
+    where = snippet_scope(kind, scope)
+    holder = ks.claim(where, key, lease_seconds=60)
+    timer = threading.Timer(1.0, lambda: ks.complete(where, key, holder.lease_token,
+                                                     result={"resource_id": "INV-1"}))
+    timer.start()
+    try:
+        got = run_snippet(kind, proxy.url, service, sink, effect, scope, key)
+    finally:
+        timer.join()
+    assert got.get("outcome") == "replay", got
+    assert dict(proxy.seen) == {"/v1/claim": 1}  # no lookups, no claim-again loop
+    assert sink.count(effect) == 0 and ks.lookup(where, key).duplicate_count == 1
+
+
+@pytest.mark.parametrize("wait", ["abc", "-1", "1.5", "٣", "99999", ""])
+def test_bash_function_refuses_a_wait_it_cannot_send(service, scope, tmp_path, wait):
+    target = tmp_path / "out.txt"
+    r = subprocess.run(["bash", "-c", f"set -euo pipefail\nsource '{SNIPPETS}/keystore.sh'\n"
+                        f"keystore_once {scope} k -- touch {target}"],
+                       env={"PATH": "/usr/bin:/bin", "KEYSTORE_URL": service.url,
+                            "KEYSTORE_TOKEN": service.token, "KEYSTORE_WAIT": wait},
+                       capture_output=True, text=True, timeout=60)
+    if wait == "":  # empty is unset: the default, 30
+        assert r.returncode == 0 and target.exists()
+    else:
+        assert r.returncode == 64 and "KEYSTORE_WAIT" in r.stderr and not target.exists()

@@ -31,6 +31,7 @@ from keystore_client import (
     OutcomeUnknown,
     RetryPolicy,
     Unavailable,
+    new_lease_token,
 )
 
 from tests.support import free_port
@@ -147,6 +148,9 @@ class Op:
     acked_result: Optional[str] = None  # the resource id of an acknowledged completion
     claims: int = 0
     unknown_claims: int = 0  # claim answers lost in flight (the claim may have landed)
+    # proposed by every claim of this operation (contract v1.1): a repeat after a lost answer
+    # resumes what the lost claim acquired instead of meeting it as in_progress
+    token: str = field(default_factory=new_lease_token)
 
 
 @dataclass
@@ -173,9 +177,10 @@ class Load:
             op.claims += 1
             try:
                 claimed = ks.claim(self.scope, op.key, payload={"op": op.key},
-                                   lease_seconds=self.lease_seconds, on_stale=self.on_stale)
+                                   lease_seconds=self.lease_seconds, on_stale=self.on_stale,
+                                   lease_token=op.token)
             except OutcomeUnknown:
-                op.unknown_claims += 1  # it may have landed: claiming again is safe
+                op.unknown_claims += 1  # it may have landed: claiming again resumes it
                 self.errors["claim_outcome_unknown"] += 1
                 continue
             except InProgress as exc:

@@ -40,12 +40,12 @@ from ._exceptions import (
     UnexpectedResponse,
 )
 from ._keys import derive_key
-from ._models import Checkpoint, Claimed, Record, Result
+from ._models import Checkpoint, Claimed, Record, Result, new_lease_token
 from ._once import Operation
 from ._retry import RetryPolicy
 
 __all__ = [
-    "KeyStore", "Operation", "RetryPolicy", "derive_key",
+    "KeyStore", "Operation", "RetryPolicy", "derive_key", "new_lease_token",
     "Claimed", "Record", "Result", "Checkpoint", "BatchItem", "BatchResult",
     "KeyStoreError", "TransportError", "ConnectError", "OutcomeUnknown", "APIError",
     "InvalidRequest", "Unauthorized", "Forbidden", "NotFound", "Expired", "MethodNotAllowed",

@@ -2,8 +2,8 @@
 one typed result per item in the order sent.
 
     outcome                 the item                       carries
-    acquired                is yours: act, then complete   lease_token, attempt
-                            or release it
+    acquired                is yours: act, then complete   lease_token, attempt (and
+                            or release it                  resumed: a lost answer's)
     replay                  finished before (at this or    record.result
                             a newer version): do nothing
     in_progress             held by a live lease           retry_after (seconds)
@@ -18,11 +18,11 @@ here: the other items of the batch stand).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Optional, Union
 
 from ._exceptions import APIError, UnexpectedResponse
-from ._models import Claimed, Record, VersionLike, version_json
+from ._models import Claimed, Record, VersionLike, proposed_token, version_json
 from ._transport import error_from_json
 
 MAX_ITEMS = 1000  # the contract's limit per batch claim
@@ -32,12 +32,16 @@ INVALID = "invalid"  # the outcome shown for an item refused as invalid (the wir
 @dataclass(frozen=True)
 class BatchItem:
     """One key of a batch claim, with what it is about (`payload` or a ready `fingerprint`,
-    never both) and its `version` (an int, an RFC 3339 str or an aware datetime)."""
+    never both), its `version` (an int, an RFC 3339 str or an aware datetime) and the
+    `lease_token` it proposes (None: `claim_batch` makes one for it)."""
 
     key: str
     payload: Any = None
     fingerprint: Optional[str] = None
     version: VersionLike = None
+    # not part of what the item is about (two items equal whatever they propose), and never
+    # in a repr: a lease token is a credential of its attempt
+    lease_token: Optional[str] = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.key, str):
@@ -45,6 +49,8 @@ class BatchItem:
         if self.payload is not None and self.fingerprint is not None:
             raise ValueError(f"item {self.key!r}: send either payload or fingerprint, not both")
         version_json(self.version)  # TypeError / ValueError now, not a 400 for the batch
+        if self.lease_token is not None:
+            proposed_token(self.lease_token)
 
     @classmethod
     def of(cls, item: Union[BatchItem, Mapping]) -> BatchItem:
@@ -69,6 +75,8 @@ class BatchItem:
             out["fingerprint"] = self.fingerprint
         if self.version is not None:
             out["version"] = version_json(self.version)
+        if self.lease_token is not None:
+            out["lease_token"] = self.lease_token
         return out
 
 
@@ -102,16 +110,19 @@ class BatchResult(Claimed):
             raise ValueError(f"an answer for {item.key!r} without an outcome")
         retry = (error.details or {}).get("retry_after_seconds") if error else None
         return cls(outcome, Record.from_json(data["record"]), data.get("lease_token"),
-                   data.get("attempt"), item=item, error=error,
+                   data.get("attempt"), data.get("resumed") is True, item=item, error=error,
                    retry_after=float(retry) if isinstance(retry, (int, float)) else None)
 
 
 def items_json(items: Iterable[Union[BatchItem, Mapping]]) -> tuple[list, list]:
-    """(the typed items, their wire form); ValueError for more than MAX_ITEMS."""
+    """(the typed items, each with the lease token it proposes, and their wire form);
+    ValueError for more than MAX_ITEMS."""
     typed = [BatchItem.of(it) for it in items]
     if len(typed) > MAX_ITEMS:
         raise ValueError(f"{len(typed)} items: a batch claim takes at most {MAX_ITEMS} (one "
                          "transaction each; split them, and finish what each batch acquired)")
+    typed = [it if it.lease_token else replace(it, lease_token=proposed_token(None))
+             for it in typed]
     return typed, [it.to_json() for it in typed]
 
 

@@ -2,14 +2,17 @@
 
 Retries happen here and only where they are safe: a connection that was never made, a 429 or
 503 (the service says nothing was written), and a lost answer on the calls the contract makes
-safe to repeat (a complete with the same token and result, a release, an extend, a lookup, an
-expire). A claim whose answer was lost is never repeated: it may have been applied, and a
-repeat would only see its own lease as `in_progress`. The same holds for a batch claim, item
-by item. `claim(wait=...)` waits out another attempt's live lease by polling the record, then
-claims again.
+safe to repeat. Since contract v1.1 that includes claims: every claim proposes a lease token
+of its own (one per call, or the caller's), so a repeat after a lost answer resumes the
+attempt the first one acquired (`resumed`) instead of meeting it as `in_progress`; the same
+holds for a batch claim, item by item. The others are a complete with the same token and
+result, a release, an extend, a lookup and an expire. `claim(wait=...)` lets the service wait
+(`wait_seconds`) while another attempt's live lease holds the record: one request, no loop.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -18,23 +21,14 @@ from typing import Any, Optional, Union
 import requests
 
 from ._batch import BatchItem, BatchResult, items_json, results_from
-from ._exceptions import (
-    ConnectError,
-    Expired,
-    InProgress,
-    NotFound,
-    OutcomeUnknown,
-    RateLimited,
-    Unavailable,
-)
-from ._models import Claimed, Record, Result, VersionLike, version_json
+from ._exceptions import ConnectError, OutcomeUnknown, RateLimited, Unavailable
+from ._models import Claimed, Record, Result, VersionLike, proposed_token, version_json
 from ._retry import RetryPolicy
 from ._transport import error_from, json_body, send
 
 __version__ = "0.1.0"
-DEFAULT_TIMEOUT = 10.0  # seconds per HTTP request; a lookup with `wait` adds the wait
-FIRST_POLL_INTERVAL = 0.05  # seconds: the first pause while another attempt holds the lease
-MAX_POLL_INTERVAL = 1.0  # seconds: pauses grow to this, so a finished record is seen within 1 s
+DEFAULT_TIMEOUT = 10.0  # seconds per HTTP request; a claim or lookup with a wait adds it
+MAX_WAIT_SECONDS = 30  # the contract's limit on one claim's `wait_seconds`
 # A batch of 1,000 takes about a second on an idle machine and many times that on a loaded
 # one; a timeout there loses every lease the batch took, so each item adds to the timeout.
 BATCH_SECONDS_PER_ITEM = 0.02
@@ -86,23 +80,32 @@ class KeyStore:
     def claim(self, scope: str, key: str, *, payload: Any = None,
               fingerprint: Optional[str] = None, version: VersionLike = None,
               ttl_seconds: Optional[int] = None, lease_seconds: Optional[int] = None,
-              on_stale: Optional[str] = None, wait: float = 0) -> Claimed:
+              on_stale: Optional[str] = None, wait: float = 0,
+              lease_token: Optional[str] = None) -> Claimed:
         """Claim (scope, key) before acting. Returns `acquired` (with the lease token) or
         `replay` (with the stored result). With `version` (an int, an RFC 3339 str or an aware
-        datetime), a finished record is acquired again only for a newer version. With `wait`
-        > 0, another attempt's live lease is waited out for up to `wait` seconds. Raises
-        InProgress (after the wait), NeedsReconciliation, FingerprintMismatch, InvalidRequest
-        (also for a version of the other kind than the record's), or another KeyStoreError."""
+        datetime), a finished record is acquired again only for a newer version.
+
+        `wait` (0-30 s, whole seconds, rounded up): while another attempt's live lease holds
+        the record, the service waits up to that long and answers by what that attempt did:
+        `replay` if it completed, `acquired` if it released; InProgress if it still runs (or
+        at once, when the service has no free waiting seat for this token).
+        `lease_token`: the token to propose (`new_lease_token()`); by default one is made
+        for this call. A claim whose answer was lost is repeated with it, and resumes
+        (`resumed` is True) if the lost one had acquired; pass your own to repeat the claim
+        yourself after an OutcomeUnknown.
+
+        Raises InProgress, NeedsReconciliation, FingerprintMismatch, InvalidRequest (also for
+        a version of the other kind than the record's), or another KeyStoreError; ValueError
+        for a `wait` outside 0-30 or a malformed `lease_token`, before any request."""
+        wait_seconds = _wait_seconds(wait)
         body = _present(scope=scope, key=key, payload=payload, fingerprint=fingerprint,
                         version=version_json(version), ttl_seconds=ttl_seconds,
-                        lease_seconds=lease_seconds, on_stale=on_stale)
-        deadline = self.retry.clock() + wait
-        while True:
-            try:
-                return Claimed.from_json(self._call("POST", "/v1/claim", body, repeatable=False))
-            except InProgress as exc:
-                if not self._wait_for_change(scope, key, deadline, exc.retry_after):
-                    raise
+                        lease_seconds=lease_seconds, on_stale=on_stale,
+                        lease_token=proposed_token(lease_token), wait_seconds=wait_seconds)
+        waited = wait_seconds or 0
+        return Claimed.from_json(self._call("POST", "/v1/claim", body,
+                                            timeout=self.timeout + waited, budget_extra=waited))
 
     def claim_batch(self, scope: str, items: Iterable[Union[BatchItem, Mapping]], *,
                     ttl_seconds: Optional[int] = None, lease_seconds: Optional[int] = None,
@@ -113,19 +116,22 @@ class KeyStore:
         alone in that order (a key twice: the first acquires, the rest are `in_progress`).
         Every `acquired` item must be completed or released by the caller.
 
+        Each item proposes its own lease token (its `lease_token`, or one made for this
+        call), so a batch whose answer was lost is sent again as it was, and every item the
+        lost one acquired answers `acquired` again with `resumed` True.
+
         No items: [] without a request. More than 1,000: ValueError before any request (one
         transaction is one batch; split them yourself and finish each batch's leases).
         Raises InvalidRequest / PayloadTooLarge when the service refused the whole batch
-        (then nothing was written), and OutcomeUnknown when the answer was lost: the batch is
-        not repeated, since what it acquired would now answer `in_progress` to its own lost
-        leases (sending it again yourself is safe: nothing is acquired twice)."""
+        (then nothing was written), and OutcomeUnknown when no answer came back after the
+        retries (send the same BatchItems, with their tokens, again to resume them)."""
         typed, wire = items_json(items)
         if not typed:
             return []
         body = _present(scope=scope, items=wire, ttl_seconds=ttl_seconds,
                         lease_seconds=lease_seconds, on_stale=on_stale)
         timeout = self.timeout + BATCH_SECONDS_PER_ITEM * len(typed)
-        answer = self._call("POST", "/v1/claim/batch", body, repeatable=False, timeout=timeout)
+        answer = self._call("POST", "/v1/claim/batch", body, timeout=timeout)
         return results_from(answer, typed)
 
     def complete(self, scope: str, key: str, lease_token: str, *, state: str = "succeeded",
@@ -178,32 +184,6 @@ class KeyStore:
 
     # --- plumbing -------------------------------------------------------------------------
 
-    def _wait_for_change(self, scope: str, key: str, deadline: float,
-                         retry_after: Optional[float]) -> bool:
-        """Poll the record until it leaves `in_progress` or its lease may have run out (the
-        claim then decides); False if `deadline` comes first. Short reads with growing,
-        jittered pauses: unlike a long-poll (`lookup(wait=...)`), a crowd of waiting
-        duplicates holds no server thread that the holder's `complete` would need."""
-        clock, n = self.retry.clock, 0
-        lease_end = clock() + retry_after if retry_after is not None else None
-        while True:
-            left = deadline - clock()
-            if left <= 0:
-                return False
-            ceiling = min(MAX_POLL_INTERVAL, FIRST_POLL_INTERVAL * 2 ** n)
-            delay = min(left, ceiling * (0.5 + 0.5 * self.retry.random()))  # equal jitter
-            if lease_end is not None:
-                delay = min(delay, max(0.0, lease_end - clock()))
-            self.retry.sleep(delay)
-            n += 1
-            if lease_end is not None and clock() >= lease_end:
-                return True
-            try:
-                if self.lookup(scope, key).state != "in_progress":
-                    return True
-            except (NotFound, Expired):
-                return True  # gone meanwhile: the next claim starts afresh
-
     def _session_here(self) -> requests.Session:
         if self._session is not None:
             return self._session
@@ -231,11 +211,18 @@ class KeyStore:
         session.close()
 
     def _call(self, method: str, path: str, body: Optional[dict] = None, *,
-              params: Optional[dict] = None, repeatable: bool = True,
-              timeout: Optional[float] = None) -> dict:
+              params: Optional[dict] = None, timeout: Optional[float] = None,
+              budget_extra: float = 0) -> dict:
+        """One call of the contract, retried within the policy where that is safe: no
+        connection, 429 / 503, and a lost answer (every call here is safe to repeat: the
+        claims carry their proposed lease tokens). `budget_extra`: seconds the service may
+        wait on purpose (a claim's wait), added to the retry budget."""
         headers = {"Authorization": f"Bearer {self._token}", "Accept": "application/json",
                    "User-Agent": f"keystore-client-python/{__version__}"}
-        retrying = self.retry.start()
+        policy = self.retry
+        if budget_extra:
+            policy = dataclasses.replace(policy, budget=policy.budget + budget_extra)
+        retrying = policy.start()
         while True:
             try:
                 response = send(self._session_here(), method, self.url + path,
@@ -246,7 +233,7 @@ class KeyStore:
                     continue
                 raise
             except OutcomeUnknown:
-                if repeatable and retrying.pause():
+                if retrying.pause():
                     continue
                 raise
             if response.status_code < 300:
@@ -255,6 +242,17 @@ class KeyStore:
             if isinstance(error, (RateLimited, Unavailable)) and retrying.pause(error.retry_after):
                 continue
             raise error
+
+
+def _wait_seconds(wait: float) -> Optional[int]:
+    """A claim's `wait` as the contract's `wait_seconds` (whole seconds, 1-30), or None for
+    no wait; ValueError outside 0-30 (one claim waits at most 30 s: ask again after that)."""
+    if isinstance(wait, bool) or not isinstance(wait, (int, float)) or math.isnan(wait):
+        raise TypeError("wait is a number of seconds")
+    if not 0 <= wait <= MAX_WAIT_SECONDS:
+        raise ValueError(f"wait is 0-{MAX_WAIT_SECONDS} seconds (the service's limit for one "
+                         f"claim), not {wait}")
+    return math.ceil(wait) or None
 
 
 def _present(**fields: Any) -> dict:

@@ -61,8 +61,9 @@ class ConnectError(TransportError):
 
 
 class OutcomeUnknown(TransportError):
-    """The request was sent but no answer arrived. Retried only for calls that the contract
-    makes safe to repeat (complete, release, extend, lookup, expire), never for a claim."""
+    """The request was sent but no answer arrived. Every call of the client is safe to
+    repeat and is retried within its RetryPolicy (a claim with the lease token it proposed,
+    so the repeat resumes what the lost one acquired); this is raised when no try is left."""
 
     code = "outcome_unknown"
 

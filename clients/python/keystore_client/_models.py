@@ -5,11 +5,17 @@ Unknown fields are ignored, so a newer service with more fields does not break o
 """
 from __future__ import annotations
 
+import re
+import secrets
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Optional, Union
 
 FINISHED = ("succeeded", "failed")
+# 24 random bytes are 32 base64url characters and 192 random bits: over the contract's
+# floor of 128 bits for a proposed lease token (`lt_` + 22-64 of A-Z a-z 0-9 _ -).
+LEASE_TOKEN_BYTES = 24
+_PROPOSED_TOKEN = re.compile(r"lt_[A-Za-z0-9_-]{22,64}")
 Version = Union[int, str]  # as the service shows it: the integer, or RFC 3339 UTC with `Z`
 VersionLike = Union[int, str, datetime, None]  # what a claim may send
 
@@ -40,6 +46,25 @@ def version_json(value: VersionLike) -> Optional[Version]:
     utc = value.astimezone(timezone.utc)
     fraction = f".{utc.microsecond:06d}" if utc.microsecond else ""
     return utc.strftime("%Y-%m-%dT%H:%M:%S") + fraction + "Z"
+
+
+def new_lease_token() -> str:
+    """A lease token to propose with a claim: `lt_` + 32 base64url characters from the
+    operating system's CSPRNG. Make one per logical operation and send it again with every
+    repeat of that operation's claim: a repeat after a lost answer then resumes the attempt
+    the first claim acquired instead of meeting it as `in_progress`."""
+    return "lt_" + secrets.token_urlsafe(LEASE_TOKEN_BYTES)
+
+
+def proposed_token(value: Optional[str]) -> str:
+    """`value` if it is a well-formed proposed lease token, a new one if None; ValueError
+    otherwise (before any request: the service would refuse it with 400)."""
+    if value is None:
+        return new_lease_token()
+    if not isinstance(value, str) or not _PROPOSED_TOKEN.fullmatch(value):
+        raise ValueError("a lease token to propose is lt_ and 22-64 of A-Z a-z 0-9 _ - "
+                         "(make one with new_lease_token())")
+    return value
 
 
 def _shown_version(value: Any) -> Optional[Version]:
@@ -150,6 +175,7 @@ class Claimed:
     record: Record
     lease_token: Optional[str] = None
     attempt: Optional[int] = None
+    resumed: bool = False  # acquired again: this operation's own claim, whose answer was lost
 
     @property
     def acquired(self) -> bool:
@@ -166,4 +192,4 @@ class Claimed:
     @classmethod
     def from_json(cls, data: dict) -> Claimed:
         return cls(data["outcome"], Record.from_json(data["record"]), data.get("lease_token"),
-                   data.get("attempt"))
+                   data.get("attempt"), data.get("resumed") is True)

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Optional, Union
 
 from ._exceptions import KeyStoreError, OperationFailed
 from ._lease import LeaseKeeper
-from ._models import Claimed, Record, Result, VersionLike
+from ._models import Claimed, Record, Result, VersionLike, new_lease_token
 from ._retry import RetryPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,16 +28,21 @@ if TYPE_CHECKING:  # pragma: no cover
 
 Transient = Union[type, tuple, Callable[[BaseException], bool]]
 DEFAULT_LEASE_SECONDS = 60  # kept alive in the background; a crash is noticed after 60 s
-DEFAULT_WAIT_SECONDS = 30.0  # how long a duplicate waits for the first attempt to finish
+DEFAULT_WAIT_SECONDS = 30  # how long a duplicate waits for the first attempt: the most one
+# claim may wait (the contract's limit for `wait_seconds`)
 
 
 class Operation:
     """One exactly-once operation, used as `with ks.once(scope, key, ...) as op:`.
 
-    On enter it claims (waiting up to `wait` seconds for another attempt's live lease). If
-    `op.replayed`, the block must not act: `op.result` is the stored result. Otherwise the
-    block acts and reports with `op.succeed(...)` / `op.fail(...)` (or just returns: then it
-    completes as succeeded without a result). Raises what `KeyStore.claim` raises.
+    On enter it claims (the service waits up to `wait` seconds, at most 30, for another
+    attempt's live lease), proposing `lease_token`, made once for this operation: a claim
+    whose answer was lost is repeated with it and resumes. If `op.replayed`, the block must
+    not act: `op.result` is the stored result. Otherwise the block acts and reports with
+    `op.succeed(...)` / `op.fail(...)` (or just returns: then it completes as succeeded
+    without a result). Raises what `KeyStore.claim` raises: InProgress when the other
+    attempt still runs after the wait (try later), NeedsReconciliation or
+    FingerprintMismatch (a person decides).
     """
 
     def __init__(self, ks: KeyStore, scope: str, key: str, *, payload: Any = None,
@@ -45,12 +50,13 @@ class Operation:
                  transient: Transient = (),
                  lease_seconds: int = DEFAULT_LEASE_SECONDS, ttl_seconds: Optional[int] = None,
                  on_stale: Optional[str] = None, wait: float = DEFAULT_WAIT_SECONDS,
-                 keep_alive: bool = True):
+                 keep_alive: bool = True, lease_token: Optional[str] = None):
         self.ks, self.scope, self.key = ks, scope, key
         self.payload, self.fingerprint, self.version = payload, fingerprint, version
         self.transient = transient
         self.lease_seconds, self.ttl_seconds, self.on_stale = lease_seconds, ttl_seconds, on_stale
         self.wait, self.keep_alive = wait, keep_alive
+        self.lease_token = lease_token or new_lease_token()  # proposed by every claim of it
         self.claimed: Optional[Claimed] = None
         self.record: Optional[Record] = None  # the latest record this operation saw
         self.released_by: Optional[BaseException] = None  # the transient error it gave back on
@@ -119,7 +125,7 @@ class Operation:
         self.claimed = self.ks.claim(
             self.scope, self.key, payload=self.payload, fingerprint=self.fingerprint,
             version=self.version, ttl_seconds=self.ttl_seconds, lease_seconds=self.lease_seconds,
-            on_stale=self.on_stale, wait=self.wait)
+            on_stale=self.on_stale, wait=self.wait, lease_token=self.lease_token)
         self.record = self.claimed.record
         if self.claimed.acquired:
             self._open = True
@@ -182,7 +188,9 @@ def exactly_once(ks: KeyStore, scope: str, key: Union[str, Callable[..., str]], 
     to every later or concurrent caller of the same key. A `transient` exception releases
     the attempt and the call is tried again under `retry` (default: the client's policy);
     any other exception is left to the lease and reconciliation. A replay of an operation
-    recorded as failed raises OperationFailed.
+    recorded as failed raises OperationFailed. A concurrent caller waits for the running one
+    up to `wait` seconds (default and most 30) and then gets its value; after that, or when
+    the service has no free waiting seat for it, InProgress (call again later).
     """
     def decorate(fn: Callable) -> Callable:
         @functools.wraps(fn)

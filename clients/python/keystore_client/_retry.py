@@ -7,9 +7,10 @@ when the lease runs out or the limit resets). Two bounds stop the loop: `tries` 
 total time `budget` that a pause may not overrun (the caller gets the error at once instead of
 sleeping past its budget).
 
-Which failures are retried at all is decided by the client, not here: only where the request
-provably was not applied (no connection) or the service said so (429, 503), plus a lost answer
-on the calls that the contract makes safe to repeat.
+Which failures are retried at all is decided by the client, not here: where the request
+provably was not applied (no connection), where the service said so (429, 503), and a lost
+answer, since every call of the contract is safe to repeat (a claim proposes its own lease
+token, so its repeat resumes what the lost one acquired).
 """
 from __future__ import annotations
 

@@ -1,12 +1,13 @@
 'use strict';
 /**
  * "idempotency guard": claims the message's operation key before the side effect and routes
- * the message to New / Already done / Needs attention (see lib/guard.js). Puts the claim on
- * msg.keystore: {scope, key, outcome, lease_token (New only), attempt, result, record}.
- * Errors (key store unreachable, refused token, still in progress after waiting) go to Catch
- * nodes, with msg.keystore.outcome set to the error code.
+ * the message to New / Already done / Needs attention (see lib/guard.js, docs/outcomes.md).
+ * Puts the claim on msg.keystore: {scope, key, outcome, lease_token (New only), attempt,
+ * result, record}. Errors go to Catch nodes, with msg.keystore.outcome set to the error code:
+ * try later (another message still holds the key after the wait: `in_progress`, with
+ * retry_after; the key store unreachable or failing) and anything else the key store refused.
  */
-const { guard } = require('../lib/guard');
+const { guard, MAX_WAIT_SECONDS } = require('../lib/guard');
 const { evaluate } = require('../lib/properties');
 
 const STATUS = [
@@ -25,7 +26,8 @@ module.exports = function register(RED) {
     RED.nodes.createNode(this, config);
     const node = this;
     const server = RED.nodes.getNode(config.server);
-    const waitSeconds = Math.max(0, Number(config.waitSeconds ?? 10) || 0);
+    // the key store holds a duplicate at most 30 s (the contract's limit for one claim)
+    const waitSeconds = Math.min(Math.max(0, Number(config.waitSeconds ?? 10) || 0), MAX_WAIT_SECONDS);
 
     node.on('input', async (msg, send, done) => {
       let scope;

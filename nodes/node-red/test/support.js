@@ -56,11 +56,12 @@ const keystore = keystoreFromEnv();
 
 /**
  * Load a flow with a "keystore-config" node `ks` (token in the credentials, as the editor
- * stores it) and the given nodes (`credentials`: other nodes' credentials, by id). Returns {get(id), collect(id)}: collect() gives the live
- * array of messages that reach a "helper" node.
+ * stores it) and the given nodes (`credentials`: other nodes' credentials, by id; `url`:
+ * another address of the key store, such as a test's proxy in front of it). Returns
+ * {get(id), collect(id)}: collect() gives the live array of messages that reach a "helper" node.
  */
-async function loadFlow(flowNodes, { token = keystore.token, credentials = {} } = {}) {
-  const config = { id: 'ks', type: 'keystore-config', url: keystore.url, timeout: '30' };
+async function loadFlow(flowNodes, { token = keystore.token, credentials = {}, url = keystore.url } = {}) {
+  const config = { id: 'ks', type: 'keystore-config', url, timeout: '30' };
   const tab = { id: 'tab', type: 'tab', label: 'test' };
   await helper.load(NODES, [tab, config, ...flowNodes.map((n, i) => ({ z: 'tab', x: 200, y: 40 * (i + 1), ...n }))],
     { ks: { token }, ...credentials });

@@ -6,11 +6,13 @@
  * bare HTTP status:
  *
  *   in_progress (409)              ThrottledError(Retry-After): the first attempt still holds
- *                                  the lease; Zapier runs this step again after the delay
+ *                                  the lease (after the claim's wait); Zapier runs this step
+ *                                  again after the delay (docs/outcomes.md: try later)
  *   rate_limited (429),            ThrottledError: the key store asked us to come back later;
  *   unavailable (503)              nothing was written
  *   fingerprint_mismatch (422)     HaltedError: a person must look (review queue); retrying
- *   needs_reconciliation (409)     cannot help, and a halt never turns the Zap off
+ *   needs_reconciliation (409)     cannot help, and a halt never turns the Zap off (needs
+ *                                  attention)
  *   unauthorized (401)             ExpiredAuthError: the token was revoked or replaced; Zapier
  *                                  holds the runs and asks the user to reconnect
  *   no answer at all (refused,     ThrottledError(30 s): the key store is down; Zapier runs the
@@ -123,12 +125,22 @@ async function send(z, bundle, { method, path, body, params }) {
  * @param {object} z  Zapier's z object
  * @param {object} bundle  the bundle (authData.url and authData.token are used)
  * @param {{method: string, path: string, body?: object, params?: object,
- *          absentOk?: boolean}} request  absentOk: answer null for an unknown or expired key
+ *          absentOk?: boolean, onceMore?: boolean}} request  absentOk: answer null for an
+ *        unknown or expired key; onceMore: a request that got no answer is sent once more,
+ *        at once and as it was (a claim: its proposed lease token resumes what a lost one
+ *        acquired)
  * @returns {Promise<object|null>} the JSON body of a 2xx answer
  * @throws the Zapier error for any other answer (toZapierError), or unreachable()'s
  */
-async function call(z, bundle, { method, path, body, params, absentOk = false }) {
-  const response = await send(z, bundle, { method, path, body, params });
+async function call(z, bundle, { method, path, body, params, absentOk = false, onceMore = false }) {
+  const request = { method, path, body, params };
+  let response;
+  try {
+    response = await send(z, bundle, request);
+  } catch (error) {
+    if (!onceMore) throw error;
+    response = await send(z, bundle, request);
+  }
   if (response.status >= 200 && response.status < 300) return response.data;
   if (absentOk && response.status === 404) {
     const code = response.data && response.data.error && response.data.error.code;

@@ -5,7 +5,8 @@ and the captured output. A repeat prints the stored output and exits with the st
 non-zero exit releases the key so the next run tries again (`--on-failure release`), or is
 recorded and replayed like a success (`--on-failure record`). A command killed by a signal
 has an unknown outcome: the key is left to its lease and reconciliation. Another run holding
-the key is waited for up to --wait seconds; then the exit code is 75.
+the key is waited for up to --wait seconds (at most 30: the key store waits, one request);
+still running then, the exit code is 75 (try later).
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import json
 import sys
 from typing import Any, Optional
 
-from .._client import KeyStore
+from .._client import MAX_WAIT_SECONDS, KeyStore
 from .._models import Record
 from . import exits
 from .capture import Finished, run_command
@@ -37,14 +38,27 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--on-failure", choices=("release", "record"), default="release",
                    help="non-zero exit: release the key to run again (default), or record "
                         "the failure and replay it")
-    p.add_argument("--wait", type=float, default=60.0, metavar="SECONDS",
-                   help="how long to wait for another run holding the key (default: 60)")
+    p.add_argument("--wait", type=_wait, default=float(MAX_WAIT_SECONDS), metavar="SECONDS",
+                   help=f"how long to wait for another run holding the key, 0-"
+                        f"{MAX_WAIT_SECONDS} (default: {MAX_WAIT_SECONDS})")
     p.add_argument("--lease-seconds", type=int, default=60, metavar="SECONDS",
                    help="lease, renewed in the background while the command runs (default: 60)")
     p.add_argument("--ttl-seconds", type=int, metavar="SECONDS",
                    help="how long the outcome is remembered (default: the service's, 72 h)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command and its arguments")
     p.set_defaults(handler=main, needs_keystore=True)
+
+
+def _wait(text: str) -> float:
+    """--wait: 0-30 seconds, ASCII digits (float() also takes "٣" and "inf")."""
+    try:
+        seconds = float(text) if text.isascii() else -1.0
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= MAX_WAIT_SECONDS:  # also false for nan
+        raise argparse.ArgumentTypeError(f"a number of seconds from 0 to {MAX_WAIT_SECONDS} "
+                                         "(the key store waits at most that long per claim)")
+    return seconds
 
 
 def main(args: argparse.Namespace, ks: KeyStore) -> int:

@@ -16,9 +16,11 @@ import {
 import { testCredential } from '../shared/credentialTest';
 
 /**
- * Claim a stable key before a side effect and branch on the answer: New (do it; the lease
- * token travels with the item), Already Done (the first attempt's stored result), Needs
- * Attention (a different payload, an unknown outcome, or still running after the wait).
+ * Claim a stable key before a side effect and branch on the answer (docs/outcomes.md): New (do
+ * it; the lease token travels with the item), Already Done (the first attempt's stored result),
+ * Needs Attention (a different payload, or an unknown outcome: a person decides). Try later
+ * (another execution still working on the key after the wait, the key store down) is the
+ * node's error.
  */
 export class IdempotencyGuard implements INodeType {
 	description: INodeTypeDescription = {
@@ -39,7 +41,7 @@ export class IdempotencyGuard implements INodeType {
 		properties: [
 			{
 				displayName:
-					'New: do the side effect, then an Idempotency Key Store node with Complete. On its error branch: Release. Behind a webhook, set Settings > On Error to "Continue (using error output)" and answer that output 503: it gets the items nothing was claimed for (the key store down).',
+					'New: do the side effect, then an Idempotency Key Store node with Complete. On its error branch: Release. Behind a webhook, set Settings > On Error to "Continue (using error output)" and answer that output 503: it gets the items nothing was claimed for (the key store down, or another execution still working on the key): try later.',
 				name: 'notice',
 				type: 'notice',
 				default: '',
@@ -68,10 +70,10 @@ export class IdempotencyGuard implements INodeType {
 				displayName: 'Wait for a Running Attempt (Seconds)',
 				name: 'waitSeconds',
 				type: 'number',
-				typeOptions: { minValue: 0, maxValue: 300 },
+				typeOptions: { minValue: 0, maxValue: 30 },
 				default: 10,
 				description:
-					'When another execution is still working on the same key, wait this long for its result before sending the item to Needs Attention',
+					'When another execution is still working on the same key, the key store waits this long (at most 30 s) for its result; still running then, the item is an error: try later',
 			},
 			claimOptions(),
 			outputField(),

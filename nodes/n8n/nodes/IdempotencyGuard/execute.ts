@@ -1,7 +1,8 @@
 /**
  * The Guard's execution: claim every item (one by one, or in batches of up to 1,000), settle
- * each on New, Already Done or Needs Attention, keep item pairing. An item nothing was claimed
- * for never goes to New:
+ * each on New, Already Done or Needs Attention (docs/outcomes.md), keep item pairing. An item
+ * nothing was claimed for (the key store down or refusing, or the key still held by another
+ * attempt after the wait: "try later") never goes to New:
  * - with "On Error: Continue" it goes to Needs Attention as an error item (failure.ts), which
  *   n8n moves to the error output under "Continue (using error output)"; this holds also when
  *   the whole run fails (a batch request, the credential), because n8n would pass the input
@@ -16,7 +17,7 @@ import type { IExecuteFunctions, INodeExecutionData } from 'n8n-workflow';
 import type { JsonObject } from '../shared/contract';
 import { answerWebhook, failedItem, failureOf } from '../shared/failure';
 import type { Guarded } from '../shared/guard';
-import { guardOne, settle } from '../shared/guard';
+import { guardOne } from '../shared/guard';
 import type { Ctx, IndexedClaim } from '../shared/keystore';
 import { claimInBatches, recordCall } from '../shared/keystore';
 import { readClaim, readClaimOptions } from '../shared/properties';
@@ -115,8 +116,9 @@ async function oneByOne(run: Run, items: INodeExecutionData[]) {
 
 /**
  * Batch mode: one request per scope and 1,000 items (see claimInBatches). Every lease of a
- * chunk is held before anything else can fail; items running elsewhere are then waited for one
- * by one as in single mode, and a refused item goes to Needs Attention.
+ * chunk is held before anything else can fail; an item running elsewhere is then claimed once
+ * more alone, with the wait and the lease token it proposed in the batch, and a refused item
+ * goes to Needs Attention.
  */
 async function batch(run: Run, items: INodeExecutionData[]) {
 	const { c } = run;
@@ -148,13 +150,14 @@ async function batch(run: Run, items: INodeExecutionData[]) {
 				run.routed.add(index);
 				continue;
 			}
-			const wait = Number(ctx.getNodeParameter('waitSeconds', index, 0));
-			const waited = entry.answer.outcome === 'in_progress' && wait >= 1;
-			const guarded = waited
-				? await guardOne(c, scope, item, options, wait, index, entry.answer)
-				: settle(entry.answer);
-			if (waited) hold(run, index, scope, item.key, guarded.answer.lease_token);
-			route(run, index, scope, item.key, guarded);
+			try {
+				const wait = Number(ctx.getNodeParameter('waitSeconds', index, 0));
+				const guarded = await guardOne(c, scope, item, options, wait, index, entry.answer);
+				if (entry.answer.outcome !== 'acquired') hold(run, index, scope, item.key, guarded.answer.lease_token);
+				route(run, index, scope, item.key, guarded);
+			} catch (error) {
+				run.fail(index, error);
+			}
 		}
 	});
 }

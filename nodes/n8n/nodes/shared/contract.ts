@@ -1,6 +1,6 @@
 /**
- * The key store's wire contract (v1), as the nodes see it: the record, the outcomes of a claim,
- * and the one pure function that turns an HTTP answer into a typed claim result.
+ * The key store's wire contract (v1.1), as the nodes see it: the record, the outcomes of a
+ * claim, and the one pure function that turns an HTTP answer into a typed claim result.
  * No n8n imports here, so the unit tests exercise it directly.
  */
 
@@ -51,6 +51,8 @@ export interface ClaimAnswer {
 	record: KeyRecord;
 	lease_token?: string;
 	attempt?: number;
+	/** `acquired` again: this claim's own attempt, whose first answer was lost (v1.1). */
+	resumed?: boolean;
 	error?: ErrorBody;
 	/** Seconds until the holder's lease runs out, for `in_progress`. */
 	retry_after_seconds?: number;
@@ -103,6 +105,7 @@ export function claimAnswerOf(body: unknown, headers: Record<string, unknown> = 
 	};
 	if (typeof body.lease_token === 'string') answer.lease_token = body.lease_token;
 	if (typeof body.attempt === 'number') answer.attempt = body.attempt;
+	if (body.resumed === true) answer.resumed = true;
 	const error = errorOf(body);
 	if (error) answer.error = error;
 	const retryAfter = retryAfterOf(error, headers);
@@ -127,4 +130,5 @@ export function recordOf(body: unknown): KeyRecord | undefined {
 }
 
 export const MAX_WAIT_PER_LOOKUP = 30; // the contract's limit on GET /v1/keys?wait=
+export const MAX_CLAIM_WAIT = 30; // the contract's limit on a claim's wait_seconds
 export const MAX_BATCH_ITEMS = 1000; // the contract's limit on POST /v1/claim/batch

@@ -1,16 +1,17 @@
 /**
- * The Guard: claim, and when another attempt is running, wait for it on the server
- * (GET /v1/keys?wait=, no timer in n8n) and claim again, so a duplicate that arrives while the
- * first is still working leaves with the first one's result instead of an error.
+ * The Guard's claim of one item: one request, in which the key store itself waits for a
+ * running attempt (`wait_seconds`), so a duplicate that arrives while the first is still
+ * working leaves with the first one's result. Still running after the wait (or no free waiting
+ * seat at the key store): the item is "try later", the Guard's error (docs/outcomes.md).
  */
+import type { NodeApiError } from 'n8n-workflow';
+
 import type { ClaimAnswer } from './contract';
 import type { ClaimItem, ClaimOptions, Ctx } from './keystore';
-import { claim, lookup } from './keystore';
+import { claim } from './keystore';
 import type { Output } from './routing';
-import { NEEDS_ATTENTION, decide } from './routing';
-
-/** Claims per item at most; each round waits on the server or sees a changed state. */
-const MAX_ROUNDS = 20;
+import { decide } from './routing';
+import { tagged, unexpected } from './transport';
 
 export interface Guarded {
 	answer: ClaimAnswer;
@@ -18,17 +19,11 @@ export interface Guarded {
 	reason?: string;
 }
 
-/** The route of an answer whose wait is over (no more waiting allowed). */
-export function settle(answer: ClaimAnswer): Guarded {
-	const decision = decide(answer, false);
-	if ('wait' in decision) return { answer, output: NEEDS_ATTENTION, reason: 'in_progress' };
-	return { answer, output: decision.output, reason: decision.reason };
-}
-
 /**
- * Keeps claiming one item until it is New, Already Done or Needs Attention. A running attempt
- * is waited for until `waitSeconds` have passed since the start; an answer of `first` (from a
- * batch) is used instead of the first claim.
+ * Claims one item, waiting up to `waitSeconds` (at most 30) on the key store for a running
+ * attempt; `first` (an answer from a batch) is used instead when it needs no wait. Resolves
+ * with the item's output; rejects with a NodeApiError tagged `in_progress` when the key is
+ * still held by another attempt (try later), or with the request's own error.
  */
 export async function guardOne(
 	c: Ctx,
@@ -39,14 +34,32 @@ export async function guardOne(
 	itemIndex: number,
 	first?: ClaimAnswer,
 ): Promise<Guarded> {
-	const deadline = Date.now() + waitSeconds * 1000;
-	let answer = first ?? (await claim(c, scope, item, options, itemIndex));
-	for (let round = 1; round < MAX_ROUNDS; round++) {
-		const left = (deadline - Date.now()) / 1000;
-		const decision = decide(answer, left >= 1);
-		if (!('wait' in decision)) return { answer, output: decision.output, reason: decision.reason };
-		await lookup(c, scope, item.key, Math.floor(left), itemIndex);
-		answer = await claim(c, scope, item, options, itemIndex);
-	}
-	return settle(answer);
+	const waits = first === undefined || (first.outcome === 'in_progress' && waitSeconds >= 1);
+	const answer = waits ? await claim(c, scope, item, options, itemIndex, waitSeconds) : first;
+	const decision = decide(answer);
+	if ('tryLater' in decision) throw stillRunning(c, answer, itemIndex);
+	return { answer, output: decision.output, reason: decision.reason };
+}
+
+/** The Guard's error for a key another attempt still holds: 409 in_progress, try later. */
+function stillRunning(c: Ctx, answer: ClaimAnswer, itemIndex: number): NodeApiError {
+	const seconds = answer.retry_after_seconds;
+	const error = unexpected(
+		c.ctx,
+		{
+			status: 409,
+			body: {
+				error: {
+					code: 'in_progress',
+					message: `another execution is still working on ${answer.record.scope} / ${answer.record.key}${
+						seconds === undefined ? '' : ` (its lease ends in ${seconds} s)`
+					}; nothing was claimed: try later`,
+					details: {},
+				},
+			},
+			headers: {},
+		},
+		itemIndex,
+	);
+	return tagged(error, 'in_progress');
 }

@@ -1,14 +1,34 @@
 /**
  * The key store's operations as functions of an n8n execution context: each sends one request
- * (the Guard's wait adds lookups) and returns the contract's answer, or throws a NodeApiError
- * for an answer outside what the operation expects.
+ * and returns the contract's answer, or throws a NodeApiError for an answer outside what the
+ * operation expects. Claims propose a lease token of their own (one per item, made once), so
+ * a claim that got no answer is sent once more at once and, if the lost one had acquired the
+ * key, resumes that attempt (contract v1.1) instead of meeting it as `in_progress`.
  */
+import { randomBytes } from 'node:crypto';
+
 import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
 
 import type { Answer, ClaimAnswer, ErrorBody, JsonValue, KeyRecord } from './contract';
-import { MAX_BATCH_ITEMS, MAX_WAIT_PER_LOOKUP, claimAnswerOf, errorOf, recordOf } from './contract';
+import {
+	MAX_BATCH_ITEMS,
+	MAX_CLAIM_WAIT,
+	MAX_WAIT_PER_LOOKUP,
+	claimAnswerOf,
+	errorOf,
+	recordOf,
+} from './contract';
 import type { FingerprintPart } from './fingerprint';
-import { call, unexpected } from './transport';
+import { asNodeError, call, unexpected } from './transport';
+
+// 24 random bytes are 32 base64url characters, 192 bits: over the contract's floor of 128
+// random bits for a proposed lease token (`lt_` + 22-64 of A-Z a-z 0-9 _ -).
+const LEASE_TOKEN_BYTES = 24;
+
+/** A new lease token to propose, from Node's cryptographic random source. */
+export function newLeaseToken(): string {
+	return `lt_${randomBytes(LEASE_TOKEN_BYTES).toString('base64url')}`;
+}
 
 export interface ClaimOptions {
 	ttl_seconds?: number;
@@ -19,6 +39,8 @@ export interface ClaimOptions {
 export interface ClaimItem extends FingerprintPart {
 	key: string;
 	version?: number | string;
+	/** the token this item's claims propose; made on its first claim and kept on the item */
+	lease_token?: string;
 }
 
 export interface Ctx {
@@ -26,26 +48,52 @@ export interface Ctx {
 	url: string;
 }
 
+/** The claim's body; gives the item its lease token on its first claim. */
 function claimBody(scope: string, item: ClaimItem, options: ClaimOptions): IDataObject {
-	const body: IDataObject = { scope, key: item.key, ...options };
+	item.lease_token ??= newLeaseToken();
+	const body: IDataObject = { scope, key: item.key, ...options, lease_token: item.lease_token };
 	if (item.payload !== undefined) body.payload = item.payload as IDataObject;
 	if (item.fingerprint !== undefined) body.fingerprint = item.fingerprint;
 	if (item.version !== undefined) body.version = item.version;
 	return body;
 }
 
-/** POST /v1/claim: any of the five outcomes; other answers (400, 401, 503...) throw. */
+/**
+ * A claim request, sent once more at once when no answer came (a dropped connection, a
+ * timeout, a key store worker killed after its commit): the body, with its proposed lease
+ * token, is the same, so the repeat resumes what the lost one acquired. A second failure is
+ * thrown as it is (`unreachable`: try later).
+ */
+async function claimCall(ctx: IExecuteFunctions, send: () => Promise<Answer>): Promise<Answer> {
+	try {
+		return await send();
+	} catch (error) {
+		const code = (error as { context?: IDataObject }).context?.keystoreCode;
+		if (code !== 'unreachable') throw asNodeError(ctx, error);
+		return await send();
+	}
+}
+
+/**
+ * POST /v1/claim: any of the five outcomes; other answers (400, 401, 503...) throw. With
+ * `waitSeconds` (1 to 30; more counts as 30), the key store waits while another attempt's live
+ * lease holds the record and answers by what that attempt did (`wait_seconds`): one request.
+ */
 export async function claim(
 	{ ctx, url }: Ctx,
 	scope: string,
 	item: ClaimItem,
 	options: ClaimOptions,
 	itemIndex: number,
+	waitSeconds = 0,
 ): Promise<ClaimAnswer> {
-	const answer = await call(ctx, url, 'POST', '/v1/claim', {
-		body: claimBody(scope, item, options),
-		itemIndex,
-	});
+	// an expression may give anything: whole seconds 0-30, and no wait for what is not a number
+	const wait = Number.isFinite(waitSeconds) ? Math.min(Math.max(Math.floor(waitSeconds), 0), MAX_CLAIM_WAIT) : 0;
+	const body = claimBody(scope, item, options);
+	if (wait > 0) body.wait_seconds = wait;
+	const answer = await claimCall(ctx, () =>
+		call(ctx, url, 'POST', '/v1/claim', { body, itemIndex, waitSeconds: wait }),
+	);
 	const claimed = claimAnswerOf(answer.body, answer.headers);
 	if (!claimed) throw unexpected(ctx, answer, itemIndex);
 	return claimed;
@@ -73,7 +121,7 @@ export async function claimBatch(
 		}),
 		...options,
 	};
-	const answer = await call(ctx, url, 'POST', '/v1/claim/batch', { body });
+	const answer = await claimCall(ctx, () => call(ctx, url, 'POST', '/v1/claim/batch', { body }));
 	const results = (answer.body as { results?: unknown })?.results;
 	if (answer.status !== 200 || !Array.isArray(results) || results.length !== items.length) {
 		throw unexpected(ctx, answer);

@@ -1,13 +1,14 @@
 /**
  * The Guard's decision, as data: which of the three outputs a claim answer goes to, and what
- * the item carries there. Pure; the unit tests pin every row.
+ * the item carries there. Pure; the unit tests check every row against docs/outcomes.md.
  *
  *   acquired                  -> New             (lease_token on the item: go and do it)
  *   replay                    -> Already Done    (the stored result of the first attempt)
  *   fingerprint_mismatch      -> Needs Attention (same key, different payload: refused)
  *   needs_reconciliation      -> Needs Attention (an earlier attempt's outcome is unknown)
- *   in_progress               -> wait for the running attempt, then Needs Attention if it
- *                                is still running when the wait is over
+ *   in_progress               -> try later: the Guard's error, like a key store that does
+ *                                not answer (still running after the wait the claim asked
+ *                                the key store for; nothing claimed, and no person needed)
  */
 import type { ClaimAnswer, ErrorBody, JsonObject, KeyRecord, StoredResult } from './contract';
 
@@ -16,17 +17,17 @@ export const ALREADY_DONE = 1;
 export const NEEDS_ATTENTION = 2;
 export type Output = typeof NEW | typeof ALREADY_DONE | typeof NEEDS_ATTENTION;
 
-export type Decision = { output: Output; reason?: string } | { wait: true };
+export type Decision = { output: Output; reason?: string } | { tryLater: string };
 
-/** Where an answer goes; `{wait: true}` for a running attempt while waiting is allowed. */
-export function decide(answer: ClaimAnswer, mayWait: boolean): Decision {
+/** Where an answer goes; `{tryLater: code}` for an answer that is the Guard's error. */
+export function decide(answer: ClaimAnswer): Decision {
 	switch (answer.outcome) {
 		case 'acquired':
 			return { output: NEW };
 		case 'replay':
 			return { output: ALREADY_DONE };
 		case 'in_progress':
-			return mayWait ? { wait: true } : { output: NEEDS_ATTENTION, reason: 'in_progress' };
+			return { tryLater: 'in_progress' };
 		case 'fingerprint_mismatch':
 		case 'needs_reconciliation':
 			return { output: NEEDS_ATTENTION, reason: answer.outcome };
@@ -41,6 +42,7 @@ export interface ClaimInfo {
 	outcome: string;
 	lease_token?: string;
 	attempt?: number;
+	resumed?: boolean;
 	result: StoredResult | null;
 	state: KeyRecord['state'] | null;
 	record: KeyRecord | null;
@@ -66,6 +68,7 @@ export function claimInfo(scope: string, key: string, answer: ClaimAnswer): Clai
 	};
 	if (answer.lease_token !== undefined) info.lease_token = answer.lease_token;
 	if (answer.attempt !== undefined) info.attempt = answer.attempt;
+	if (answer.resumed) info.resumed = true;
 	if (answer.error !== undefined) info.error = answer.error;
 	return info;
 }

@@ -23,7 +23,8 @@ export async function baseUrl(ctx: IExecuteFunctions): Promise<string> {
 /**
  * One request to the key store; resolves with any HTTP status (the caller interprets it) and
  * rejects only when no HTTP answer came (connection refused, timeout).
- * `waitSeconds` lengthens the timeout for a server-side wait (GET /v1/keys?wait=).
+ * `waitSeconds` lengthens the timeout for a server-side wait (a claim's `wait_seconds`, a
+ * lookup's `wait`).
  */
 export async function call(
 	ctx: IExecuteFunctions,
@@ -94,6 +95,8 @@ const HINTS: Record<string, string> = {
 	invalid_request: 'The key store refused the request as malformed; the details say which field.',
 	unavailable: 'The key store cannot reach its database; nothing was written. Retry later.',
 	rate_limited: 'Too many requests for this token; retry after a pause.',
+	in_progress:
+		'Another execution still holds this key (after the wait). Nothing was claimed: answer a webhook sender 503 so that it sends again; its next delivery gets the result. See docs/outcomes.md.',
 };
 
 function hint(code: string): string | undefined {

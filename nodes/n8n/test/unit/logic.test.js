@@ -7,8 +7,7 @@ const { load } = require('../support/n8n-context');
 const contract = load('nodes/shared/contract.js');
 const fp = load('nodes/shared/fingerprint.js');
 const routing = load('nodes/shared/routing.js');
-const { batchEntryOf } = load('nodes/shared/keystore.js');
-const { settle } = load('nodes/shared/guard.js');
+const { batchEntryOf, newLeaseToken } = load('nodes/shared/keystore.js');
 
 const record = (state, extra = {}) => ({ scope: 's', key: 'k', state, result: null, ...extra });
 
@@ -79,21 +78,32 @@ test('versionOf: exact integers as numbers, timestamps as strings, unsafe intege
 	assert.throws(() => fp.versionOf({}), fp.InputError);
 });
 
-test('decide: every outcome has one output; in_progress waits only while allowed', () => {
+test('decide: every outcome has one output, in_progress is try later (the Guard\'s error)', () => {
 	const answer = (outcome) => ({ outcome, record: record('in_progress') });
-	assert.deepEqual(routing.decide(answer('acquired'), true), { output: routing.NEW });
-	assert.deepEqual(routing.decide(answer('replay'), true), { output: routing.ALREADY_DONE });
-	assert.deepEqual(routing.decide(answer('in_progress'), true), { wait: true });
-	assert.deepEqual(routing.decide(answer('in_progress'), false), { output: routing.NEEDS_ATTENTION, reason: 'in_progress' });
-	assert.deepEqual(routing.decide(answer('fingerprint_mismatch'), true), {
+	assert.deepEqual(routing.decide(answer('acquired')), { output: routing.NEW });
+	assert.deepEqual(routing.decide(answer('replay')), { output: routing.ALREADY_DONE });
+	assert.deepEqual(routing.decide(answer('in_progress')), { tryLater: 'in_progress' });
+	assert.deepEqual(routing.decide(answer('fingerprint_mismatch')), {
 		output: routing.NEEDS_ATTENTION,
 		reason: 'fingerprint_mismatch',
 	});
-	assert.deepEqual(routing.decide(answer('needs_reconciliation'), true), {
+	assert.deepEqual(routing.decide(answer('needs_reconciliation')), {
 		output: routing.NEEDS_ATTENTION,
 		reason: 'needs_reconciliation',
 	});
-	assert.deepEqual(settle(answer('in_progress')).reason, 'in_progress');
+});
+
+test('newLeaseToken: lt_ and 32 base64url characters, a new one every time', () => {
+	const tokens = new Set(Array.from({ length: 1000 }, () => newLeaseToken()));
+	assert.equal(tokens.size, 1000);
+	for (const token of tokens) assert.match(token, /^lt_[A-Za-z0-9_-]{32}$/);
+});
+
+test('claimAnswerOf reads "resumed" only when it is true', () => {
+	const answer = (resumed) => contract.claimAnswerOf({ outcome: 'acquired', lease_token: 'lt_1', attempt: 1, resumed, record: record('in_progress') });
+	assert.equal(answer(true).resumed, true);
+	assert.equal('resumed' in answer('true'), false);
+	assert.equal('resumed' in answer(undefined), false);
 });
 
 test('guardInfo carries the lease token on New and the stored result on Already Done', () => {

@@ -4,6 +4,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const { KeyStore } = require('../support/keystore');
 const { run, load } = require('../support/n8n-context');
+const { startDropProxy } = require('../../../test-support/drop-proxy');
 
 const { IdempotencyGuard } = load('nodes/IdempotencyGuard/IdempotencyGuard.node.js');
 const { IdempotencyKeyStore } = load('nodes/IdempotencyKeyStore/IdempotencyKeyStore.node.js');
@@ -93,7 +94,7 @@ test('Guard -> Complete -> repeat: New, then Already Done with the first result,
 	assert.deepEqual(again.map((item) => item.pairedItem.item), [2]);
 });
 
-test('Guard waits on the server for a running attempt and leaves with its result', async () => {
+test('Guard asks the key store to wait for a running attempt: one claim, counted once, its result', async () => {
 	const id = unique('evt');
 	const [[first]] = await guard([event(id)]);
 	const lease = first.json.idempotency.lease_token;
@@ -107,20 +108,70 @@ test('Guard waits on the server for a running attempt and leaves with its result
 			result: { resource_id: 'INV-W' },
 		}),
 	);
-	const [fresh, done, attention] = await guard([event(id)], { waitSeconds: 20 });
+	const calls = [];
+	const [fresh, done, attention] = await guard([event(id)], { waitSeconds: 20 }, { calls });
 	const [status] = await later;
 	assert.equal(status, 200);
 	assert.equal(fresh.length + attention.length, 0);
 	assert.equal(done[0].json.idempotency.result.resource_id, 'INV-W');
 	assert.ok(Date.now() - started < 15_000, 'answered when the first attempt finished, not at the end of the wait');
+	// the wait is the key store's (wait_seconds): no lookups, no claim-again loop
+	assert.deepEqual(
+		calls.map((call) => [call.method, new URL(call.url).pathname, call.body.wait_seconds]),
+		[['POST', '/v1/claim', 20]],
+	);
+	assert.equal(done[0].json.idempotency.record.duplicate_count, 1, 'the waiting duplicate is counted once');
+	// what is sent for a Wait that an expression made: whole seconds, at most 30, else none
+	for (const [asked, sent] of [[300, 30], [2.7, 2], [0, undefined], [-4, undefined], [Number.NaN, undefined], ['abc', undefined]]) {
+		const sentCalls = [];
+		await guard([event(unique('evt'))], { waitSeconds: asked }, { calls: sentCalls });
+		assert.equal(sentCalls[0].body.wait_seconds, sent, `waitSeconds ${asked}`);
+	}
 });
 
-test('Guard: still running after the wait -> Needs Attention (in_progress); stale lease -> needs_reconciliation', async () => {
+test('a claim whose answer was lost is sent again with its lease token and resumes (New, attempt 1)', async () => {
+	const proxy = await startDropProxy(ks.url);
+	try {
+		const id = unique('evt');
+		proxy.dropNext('/v1/claim');
+		const calls = [];
+		const viaProxy = { url: proxy.url, token: ks.clientToken };
+		const [fresh, done, attention] = await guard([event(id)], {}, { calls, credentials: viaProxy });
+		assert.equal(proxy.seen['/v1/claim'], 2, 'applied, its answer lost, sent again');
+		assert.equal(done.length + attention.length, 0);
+		const info = fresh[0].json.idempotency;
+		assert.deepEqual([info.route, info.attempt, info.resumed], ['new', 1, true]);
+		assert.equal(calls[0].body.lease_token, calls[1].body.lease_token, 'the same proposed token');
+		assert.equal(info.lease_token, calls[0].body.lease_token);
+		// anybody else meets the live lease; the holder completes it
+		await assert.rejects(guard([event(id)]), /in_progress/);
+		const [[completed]] = await keyStore('complete', [fresh[0].json], { ...fromGuard, state: 'succeeded', resultBody: 'none' });
+		assert.equal(completed.json.idempotency.state, 'succeeded');
+		// a batch whose answer was lost resumes item by item
+		proxy.dropNext('/v1/claim/batch');
+		const [batched] = await guard([event(unique('evt'))], { mode: 'batch' }, { credentials: viaProxy });
+		assert.equal(proxy.seen['/v1/claim/batch'], 2);
+		assert.deepEqual([batched[0].json.idempotency.attempt, batched[0].json.idempotency.resumed], [1, true]);
+	} finally {
+		await proxy.close();
+	}
+});
+
+test("Guard: still running after the wait -> try later (the node's error); stale lease -> needs_reconciliation", async () => {
 	const id = unique('evt');
 	await guard([event(id)], { claimOptions: { leaseSeconds: 3 } });
-	const [, , busy] = await guard([event(id)], { waitSeconds: 1 });
-	assert.equal(busy[0].json.idempotency.reason, 'in_progress');
-	assert.equal(busy[0].json.idempotency.record.state, 'in_progress');
+	const started = Date.now();
+	const responses = [];
+	await assert.rejects(
+		guard([event(id)], { waitSeconds: 1 }, { responses }),
+		(error) => error.constructor.name === 'NodeApiError' && /in_progress/.test(error.message),
+	);
+	assert.ok(Date.now() - started >= 900, 'the key store waited the second');
+	assert.deepEqual([responses[0].statusCode, responses[0].body], [503, { status: 'try_later', reason: 'in_progress' }]);
+	// On Error: Continue (using error output): on the error output, with `retry`
+	const [, , errored] = await guard([event(id)], {}, { continueOnFail: true, onError: 'continueErrorOutput' });
+	assert.deepEqual(Object.keys(errored[0].json), ['error']);
+	assert.deepEqual([errored[0].json.error.reason, errored[0].json.error.retry], ['in_progress', true]);
 	await new Promise((resolve) => setTimeout(resolve, 3200)); // let the 3 s lease run out
 	const [, , stale] = await guard([event(id)]);
 	assert.equal(stale[0].json.idempotency.reason, 'needs_reconciliation');
@@ -254,14 +305,20 @@ test('Claim Batch and Guard batch mode with versions (POST /v1/claim/batch)', as
 		['replay', 'acquired', 'acquired'],
 	);
 	assert.equal(b.json.idempotency.record.version, '2026-03-01T11:00:00Z');
-	const [newer, done, attention] = await run(IdempotencyGuard, { items: [...next, next[2]], params, credentials });
+	// held by the Claim Batch above: try later, the node's error (On Error: Continue puts
+	// error items on Needs Attention, with the code as reason and `retry`)
+	await assert.rejects(run(IdempotencyGuard, { items: [...next, next[2]], params, credentials }), /in_progress/);
+	const [newer, done, attention] = await run(IdempotencyGuard, { items: [...next, next[2]], params, credentials, continueOnFail: true });
 	assert.deepEqual(done.map((item) => item.pairedItem.item), [0]);
 	assert.deepEqual(newer.length, 0, 'r2 and r3 are held by the Claim Batch above');
-	assert.deepEqual(attention.map((item) => [item.pairedItem.item, item.json.idempotency.reason]), [
-		[1, 'in_progress'],
-		[2, 'in_progress'],
-		[3, 'in_progress'],
-	]);
+	assert.deepEqual(
+		attention.map((item) => [item.pairedItem.item, item.json.idempotency.outcome, item.json.idempotency.reason, item.json.idempotency.retry]),
+		[
+			[1, 'error', 'in_progress', true],
+			[2, 'error', 'in_progress', true],
+			[3, 'error', 'in_progress', true],
+		],
+	);
 	// a version of the other kind (a number for a timestamped record) is refused alone
 	const [, , refused] = await run(IdempotencyGuard, { items: [{ ...rows[0], updated_at: 7 }, rows[0]], params, credentials });
 	assert.deepEqual(
