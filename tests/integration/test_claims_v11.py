@@ -166,3 +166,37 @@ def test_the_wait_holds_no_transaction(pg_url, clock):
     waiter.join()
     assert out["r"].status_code == 409 and open_tx == 0
     ks.database.engine.dispose()
+
+
+def test_duplicates_racing_the_first_claim_wait_too_and_count_once(app, http, holder):
+    """Claims that arrive with the first (they lose the insert race) wait like later ones
+    (issue 15: some were told in_progress at once although a seat was free)."""
+    barrier, out = threading.Barrier(3), []
+    accounts = app.extensions["keystore"].accounts
+    callers = [accounts.create_token("acme", "client", None, 0) for _ in range(3)]
+
+    def go(token):  # a token each: one waiting seat per token (waiting.py)
+        barrier.wait()
+        c = app.test_client().post("/v1/claim", json={**REF, "wait_seconds": 10},
+                                   headers={"Authorization": f"Bearer {token}"})
+        out.append((c.status_code, c.get_json()))
+    threads = [threading.Thread(target=go, args=(t,)) for t in callers]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    status, rec, _ = http.get("/v1/keys", **REF)
+    assert rec["record"]["state"] == "in_progress"
+    # the winner completes; the two waiting duplicates replay it
+    winner = None
+    deadline = time.monotonic() + 5
+    while winner is None and time.monotonic() < deadline:
+        winner = next((b for s, b in out if s == 201), None)
+        time.sleep(0.05)
+    assert winner is not None, out
+    http.post("/v1/complete", {**REF, "lease_token": winner["lease_token"],
+                               "state": "succeeded"})
+    for t in threads:
+        t.join(15)
+    assert sorted(s for s, _ in out) == [200, 200, 201], out
+    status, rec, _ = http.get("/v1/keys", **REF)
+    assert rec["record"]["duplicate_count"] == 2
