@@ -48,8 +48,9 @@ def test_ten_concurrent_and_ten_sequential_runs_append_one_line(service, scope, 
     outs = [p.communicate(timeout=90) for p in procs]
     codes = [p.returncode for p in procs]
     assert set(codes) <= {0, 75} and codes.count(0) >= 1, outs  # the first (and the waiters)
-    assert all(out == "appended\n" for (out, _), code in zip(outs, codes) if code == 0)
-    assert all("in_progress" in err for (_, err), code in zip(outs, codes) if code == 75)
+    pairs = list(zip(outs, codes, strict=True))
+    assert all(out == "appended\n" for (out, _), code in pairs if code == 0)
+    assert all("in_progress" in err for (_, err), code in pairs if code == 75)
     for _ in range(10):
         r = cli(service, *run_args(scope, "2026-11-30", target))
         assert (r.returncode, r.stdout) == (0, "appended\n")

@@ -29,7 +29,7 @@ def spans(cell: str) -> list:
 ENDINGS = {code: ending for answer, ending, _ in table_after("Which ending each answer gets")[1:]
            for code in spans(re.sub(r"\([^)]*\)", "", answer))}
 HEADER, *IDIOM_ROWS = table_after("Each platform's idiom")
-IDIOMS = {row[0]: dict(zip(HEADER[1:], row[1:])) for row in IDIOM_ROWS}
+IDIOMS = {row[0]: dict(zip(HEADER[1:], row[1:], strict=True)) for row in IDIOM_ROWS}
 
 
 def python_ending(code: str) -> str:
