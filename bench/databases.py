@@ -19,9 +19,10 @@ from pathlib import Path
 import psycopg
 from sqlalchemy.engine import make_url
 
-from keystore_service import canonical, migrate
-from keystore_service.accounts import AccountError, Accounts
-from keystore_service.db import Database, create
+from keystore_service.domain import canonical
+from keystore_service.storage import migrate
+from keystore_service.storage.accounts import AccountError, Accounts
+from keystore_service.storage.db import Database, create
 
 from .rate import PAYLOAD
 

@@ -21,9 +21,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from keystore_service.db import Database, create
-from keystore_service.sql import BatchSql
-from keystore_service.store import RecordStore, new_record_values
+from keystore_service.storage.db import Database, create
+from keystore_service.storage.sql import BatchSql
+from keystore_service.storage.records import RecordStore, new_record_values
 
 from .databases import FINGERPRINT, BenchDb
 

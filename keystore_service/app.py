@@ -13,23 +13,28 @@ from typing import Optional
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from . import bodies, canonical, db, errors, forwarded, gateway, metrics, openapi, ui, ui_errors
-from .accounts import Accounts
-from .auth import Authenticator
-from .batch import BatchClaims
-from .jobs import Jobs, Timer
-from .operations import Operations
-from .oversight import Oversight
-from .ratelimit import RateLimiter
-from .render import current_request_id, error_response, respond
-from .report import Reports
-from .reviews import ReviewStore
-from .secretstore import SecretStore
-from .service import Clock, KeyStoreService, system_clock
-from .settings import Settings, load
-from .store import RecordStore
-from .tracestore import TraceStore
-from .waiting import WaitSeats
+from keystore_service import errors, gateway
+from keystore_service.domain import canonical
+from keystore_service.service import metrics
+from keystore_service.service.auth import Authenticator
+from keystore_service.service.batch import BatchClaims
+from keystore_service.service.claims import Clock, KeyStoreService, system_clock
+from keystore_service.service.jobs import Jobs, Timer
+from keystore_service.service.operations import Operations
+from keystore_service.service.waiting import WaitSeats
+from keystore_service.settings import Settings, load
+from keystore_service.storage import db
+from keystore_service.storage.accounts import Accounts
+from keystore_service.storage.gauges import Gauges
+from keystore_service.storage.oversight import Oversight
+from keystore_service.storage.ratelimit import RateLimiter
+from keystore_service.storage.records import RecordStore
+from keystore_service.storage.reports import Reports
+from keystore_service.storage.reviews import ReviewStore
+from keystore_service.storage.secrets import SecretStore
+from keystore_service.storage.traces import TraceStore
+from keystore_service.web import bodies, forwarded, openapi, ui, ui_errors
+from keystore_service.web.render import current_request_id, error_response, respond
 
 log = logging.getLogger("keystore")
 access_log = logging.getLogger("keystore.access")
@@ -64,7 +69,7 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
                        sqlite_synchronous=settings.sqlite_synchronous)
     database = db.Database(engine)
     accounts, records = Accounts(database), RecordStore(database)
-    observed = metrics.Metrics(settings.metrics_max_scopes, database)
+    observed = metrics.Metrics(settings.metrics_max_scopes, Gauges(database))
     reviews = ReviewStore(database)
     service = KeyStoreService(records, reviews, clock, observed, traces=TraceStore(database),
                               late_window_seconds=settings.late_repeat_window_seconds)
@@ -96,8 +101,8 @@ def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock,
     keystore = app.extensions["keystore"] = build(settings, clock, threads)
 
     _whole_bodies(app)  # first: everything after it sees a body of known length
-    from .api import authenticate, bp
-    from .hooks_api import inbound, v1
+    from keystore_service.web.api import authenticate, bp
+    from keystore_service.web.hooks_api import inbound, v1
     app.register_blueprint(bp)
     app.register_blueprint(v1)
     app.register_blueprint(inbound)
@@ -156,7 +161,8 @@ def _service_endpoints(app: Flask) -> None:
     @app.get("/metrics")
     def prometheus():
         ks = app.extensions["keystore"]
-        body = metrics.exposition(ks.database, ks.service.clock, ks.settings.metrics_max_scopes)
+        body = metrics.exposition(ks.service.events.gauges, ks.service.clock,
+                                  ks.settings.metrics_max_scopes)
         return Response(body, 200, mimetype="text/plain", headers={
             "Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 

@@ -17,12 +17,14 @@ from pathlib import Path
 
 import click
 
-from . import backup, cli_hooks, config_report, logs, migrate, queries, server
-from .accounts import AccountError, Accounts
-from .db import Database, create
-from .render import rfc3339
-from .service import system_clock
-from .settings import Settings, load
+from keystore_service import cli_hooks, config_report, logs, server
+from keystore_service.service.claims import system_clock
+from keystore_service.settings import Settings, load
+from keystore_service.storage import backup, migrate
+from keystore_service.storage.accounts import AccountError, Accounts
+from keystore_service.storage.db import Database, create
+from keystore_service.web import queries
+from keystore_service.web.render import rfc3339
 
 
 def _settings() -> Settings:
@@ -105,7 +107,7 @@ def serve(host: str, port: int, workers: int, threads: int) -> None:
 
 
 def _keystore():
-    from .app import build
+    from keystore_service.app import build
     return build(_database())
 
 

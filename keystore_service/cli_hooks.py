@@ -13,9 +13,10 @@ from typing import Any, Optional
 import click
 from pydantic import ValidationError
 
-from . import errors, hook_schemas
-from .render import rfc3339, validation_details
-from .sealing import Sealer
+from keystore_service import errors
+from keystore_service.service.sealing import Sealer
+from keystore_service.web import hook_schemas
+from keystore_service.web.render import rfc3339, validation_details
 
 
 def register(main: click.Group, keystore, database, say) -> None:

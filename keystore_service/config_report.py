@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, urlencode
 from pydantic import ValidationError
 from sqlalchemy.engine import make_url
 
-from .settings import Settings
+from keystore_service.settings import Settings
 
 MASK = "****"
 # Settings whose whole value is secret, by the end of their name (none today: the database

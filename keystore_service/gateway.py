@@ -12,21 +12,21 @@ from typing import Any, Optional
 
 from sqlalchemy.engine import make_url
 
-from .accounts import Accounts
-from .db import Database, normalise_url
-from .hooks.deliveries import Deliveries
-from .hooks.forwarding import Forwarding
-from .hooks.ingest import Ingest
-from .hooks.relay import Relay
-from .hooks.sources import Sources
-from .hooks_api import RateBuckets
-from .hookstore import HookStore
-from .reviews import ReviewStore
-from .sealing import Sealer, keys_from
-from .service import Clock
-from .settings import Settings
-from .sourcestore import SourceStore
-from .store import RecordStore
+from keystore_service.hooks.deliveries import Deliveries
+from keystore_service.hooks.forwarding import Forwarding
+from keystore_service.hooks.ingest import Ingest
+from keystore_service.hooks.relay import Relay
+from keystore_service.hooks.sources import Sources
+from keystore_service.service.claims import Clock
+from keystore_service.service.sealing import Sealer, keys_from
+from keystore_service.settings import Settings
+from keystore_service.storage.accounts import Accounts
+from keystore_service.storage.db import Database, normalise_url
+from keystore_service.storage.events import HookStore
+from keystore_service.storage.records import RecordStore
+from keystore_service.storage.reviews import ReviewStore
+from keystore_service.storage.sources import SourceStore
+from keystore_service.web.hooks_api import RateBuckets
 
 log = logging.getLogger("keystore.gateway")
 

@@ -19,11 +19,12 @@ from gunicorn.http import errors as http_errors
 from gunicorn.util import write_nonblock
 from gunicorn.workers.gthread import ThreadWorker
 
-from . import errors, logs, migrate
-from .accounts import Accounts
-from .db import Database, create
-from .service import system_clock
-from .settings import Settings, load
+from keystore_service import errors, logs
+from keystore_service.service.claims import system_clock
+from keystore_service.settings import Settings, load
+from keystore_service.storage import migrate
+from keystore_service.storage.accounts import Accounts
+from keystore_service.storage.db import Database, create
 
 # metrics.MULTIPROC_ENV, not imported from there: importing prometheus_client before this is
 # set would fix its value class to single-process in the master, and in every worker.
@@ -96,7 +97,7 @@ _worker_threads = THREADS  # set by post_fork in each worker, from gunicorn's ow
 
 def served_app():
     """The WSGI app of one worker, with the reconciler and sweeper timer."""
-    from .app import create_app
+    from keystore_service.app import create_app
     return create_app(load(), background_jobs=True, threads=_worker_threads)
 
 
@@ -129,7 +130,7 @@ class Server(BaseApplication):
         self.cfg.set("child_exit", child_exit)
 
     def load(self):
-        from .app import create_app
+        from keystore_service.app import create_app
         return create_app(self.settings, background_jobs=True,
                           threads=self.options["threads"])
 
@@ -147,7 +148,7 @@ def post_fork(_server: Any, worker: Any) -> None:
 
 def child_exit(_server: Any, worker: Any) -> None:
     """A dead worker's live gauges leave the summed metrics."""
-    from .metrics import worker_exit
+    from keystore_service.service.metrics import worker_exit
     worker_exit(worker.pid)
 
 

@@ -17,9 +17,9 @@ from hypothesis import settings as hypothesis_settings
 from sqlalchemy.engine import make_url
 
 from keystore_service import app as app_module
-from keystore_service import migrate
 from keystore_service.app import create_app
 from keystore_service.settings import Settings
+from keystore_service.storage import migrate
 from tests.support import T0, FakeClock, Http
 
 # No per-example deadline: these machines are shared (two cores, helpers and CI jobs beside

@@ -46,8 +46,8 @@ def keystore_cli(database_url: str, *args: str, check: bool = True) -> subproces
 
 def new_token(database_url: str, tenant: str, role: str = "client") -> str:
     """A token for `tenant` (created if missing), straight through the accounts module."""
-    from keystore_service.accounts import AccountError, Accounts
-    from keystore_service.db import Database, create
+    from keystore_service.storage.accounts import AccountError, Accounts
+    from keystore_service.storage.db import Database, create
     database = Database(create(database_url, pool_size=1))
     try:
         accounts = Accounts(database)

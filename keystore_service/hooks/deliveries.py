@@ -9,19 +9,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Optional
 
-from sqlalchemy import select
-
-from .. import domain, errors
-from ..domain import Micros, Record, State
-from ..hookstore import Attempt, Event, HookStore
-from ..reviews import Review, ReviewStore
-from ..sourcestore import Source, SourceStore
-from ..sql import Sql
-from ..store import RecordStore
-from ..tables import hook_events, hook_sources
-from . import rules
-
-E, S = hook_events.c, hook_sources.c
+from keystore_service import errors
+from keystore_service.domain import records as domain
+from keystore_service.domain.records import Micros, Record, State
+from keystore_service.hooks import rules
+from keystore_service.storage.events import Attempt, Event, HookStore
+from keystore_service.storage.records import RecordStore
+from keystore_service.storage.reviews import Review, ReviewStore
+from keystore_service.storage.sources import Source, SourceStore
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,32 +51,11 @@ class Deliveries:
              event_id: Optional[str] = None, limit: int = 50,
              cursor: Optional[str] = None) -> tuple[list[Delivery], Optional[str]]:
         """Deliveries newest first (no body), with the cursor of the next page."""
-        cols = [c for c in hook_events.c if c.name != "body"]
-        stmt = (select(S.name, *cols, E.body.is_not(None)).join(hook_sources,
-                                                                 S.id == E.source_id)
-                .where(E.tenant_id == tenant_id)
-                .order_by(E.received_at.desc(), E.id.desc()).limit(limit + 1))
-        if source:
-            stmt = stmt.where(S.name == source)
-        if state:
-            stmt = stmt.where(E.state == state)
-        if event_id:
-            stmt = stmt.where(E.event_id == event_id)
-        if cursor:
-            at, last = _decode(cursor)
-            stmt = stmt.where((E.received_at < at) | ((E.received_at == at) & (E.id < last)))
-        with self.events.db.connection() as cur:
-            rows = Sql(stmt, self.events.db.engine.dialect, bound=True).all(cur)[:limit + 1]
-            page = rows[:limit]
-            attempts = self.events.attempts_of(cur, [row[1] for row in page])
-        out = []
-        for row in page:
-            fields = dict(zip([c.name for c in cols], row[1:-1], strict=True))
-            kept = b"" if row[-1] else None  # the listing never carries bodies
-            out.append(Delivery(row[0], Event(body=kept, **fields), attempts.get(row[1], [])))
-        more = len(rows) > limit
+        after = _decode(cursor) if cursor else None
+        rows, attempts = self.events.page(tenant_id, source, state, event_id, limit + 1, after)
+        out = [Delivery(name, event, attempts.get(event.id, [])) for name, event in rows[:limit]]
         last = out[-1].event if out else None
-        return out, (_encode(last.received_at, last.id) if more and last else None)
+        return out, (_encode(last.received_at, last.id) if len(rows) > limit and last else None)
 
     def detail(self, tenant_id: int, source_name: str, event_id: str) -> Detail:
         """The event `event_id` of the tenant's source `source_name`; NotFound when there is

@@ -14,16 +14,16 @@ from typing import Any, Optional
 
 import requests
 
-from .. import domain
-from ..domain import SECOND, Micros, State
-from ..hookstore import Event, HookStore
-from ..reviews import ReviewStore
-from ..sealing import Sealer
-from ..sourcestore import Source, SourceStore
-from ..store import RecordStore
-from . import destinations, rules
-from .providers import standard
-from .rules import Outcome
+from keystore_service.domain import records as domain
+from keystore_service.domain.records import SECOND, Micros, State
+from keystore_service.hooks import destinations, rules
+from keystore_service.hooks.providers import standard
+from keystore_service.hooks.rules import Outcome
+from keystore_service.service.sealing import Sealer
+from keystore_service.storage.events import Event, HookStore
+from keystore_service.storage.records import RecordStore
+from keystore_service.storage.reviews import ReviewStore
+from keystore_service.storage.sources import Source, SourceStore
 
 log = logging.getLogger("keystore.relay")
 

@@ -22,18 +22,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from .. import domain, errors
-from ..accounts import hash_token
-from ..domain import SECOND, Micros, Record
-from ..hookstore import HookStore
-from ..reviews import ReviewStore
-from ..sealing import Sealer
-from ..service import claim_changes
-from ..sourcestore import Source, SourceStore
-from ..store import RecordStore, new_record_values
-from . import providers, rules
-from .providers import Headers, Inbound, InvalidSignature, MissingEventId
-from .rules import Arrival
+from keystore_service import errors
+from keystore_service.domain import records as domain
+from keystore_service.domain.records import SECOND, Micros, Record
+from keystore_service.domain.upkeep import claim_changes
+from keystore_service.hooks import providers, rules
+from keystore_service.hooks.providers import Headers, Inbound, InvalidSignature, MissingEventId
+from keystore_service.hooks.rules import Arrival
+from keystore_service.service.sealing import Sealer
+from keystore_service.storage.accounts import hash_token
+from keystore_service.storage.events import HookStore
+from keystore_service.storage.records import RecordStore, new_record_values
+from keystore_service.storage.reviews import ReviewStore
+from keystore_service.storage.sources import Source, SourceStore
 
 
 @dataclass(frozen=True, slots=True)

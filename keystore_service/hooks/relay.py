@@ -17,9 +17,9 @@ from typing import Optional
 
 import requests
 
-from ..errors import Unavailable
-from .forwarding import Forwarding, Job, Result
-from .rules import Outcome
+from keystore_service.errors import Unavailable
+from keystore_service.hooks.forwarding import Forwarding, Job, Result
+from keystore_service.hooks.rules import Outcome
 
 log = logging.getLogger("keystore.relay")
 SWEEP_SECONDS = 1.0  # the contract: every forwarder sweeps at least once a second

@@ -10,8 +10,9 @@ from email.utils import parsedate_to_datetime
 from enum import StrEnum
 from typing import Optional
 
-from .. import canonical, domain
-from ..domain import SECOND, Micros, Record
+from keystore_service.domain import canonical
+from keystore_service.domain import records as domain
+from keystore_service.domain.records import SECOND, Micros, Record
 
 SCOPE_PREFIX = domain.HOOK_SCOPE_PREFIX  # the gateway's records; reserved (claims: 403)
 is_hook_scope = domain.is_hook_scope

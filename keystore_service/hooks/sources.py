@@ -9,12 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from .. import errors
-from ..domain import Micros
-from ..sealing import Sealer
-from ..sourcestore import Queue, Source, SourceStore
-from . import destinations, providers
-from .ingest import ingest_hash
+from keystore_service import errors
+from keystore_service.domain.records import Micros
+from keystore_service.hooks import destinations, providers
+from keystore_service.hooks.ingest import ingest_hash
+from keystore_service.service.sealing import Sealer
+from keystore_service.storage.sources import Queue, Source, SourceStore
 
 DAY = 86_400
 INGEST_ID_BYTES = 32  # 43 URL-safe characters: the contract asks for 32+ random ones

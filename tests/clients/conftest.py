@@ -18,9 +18,9 @@ from keystore_client import KeyStore
 from sqlalchemy.engine import make_url
 
 from keystore_service import app as app_module
-from keystore_service import migrate
-from keystore_service.service import system_clock
+from keystore_service.service.claims import system_clock
 from keystore_service.settings import Settings
+from keystore_service.storage import migrate
 from tests.conftest import PG_ADMIN_URL
 from tests.support import Server
 

@@ -12,7 +12,7 @@ import time
 
 import requests
 
-from keystore_service import backup
+from keystore_service.storage import backup
 from tests.support import KEYSTORE, Server, keystore_cli, new_token
 
 LOAD_THREADS = 4  # concurrent claim -> complete loops, as several workflows would be
@@ -119,7 +119,7 @@ def test_restore_refuses_what_is_not_a_backup_of_its_backend(empty_database, tmp
 def test_a_backup_of_a_newer_schema_is_refused(database_url, empty_database, tmp_path):
     from sqlalchemy import create_engine, inspect, text
 
-    from keystore_service.db import normalise_url
+    from keystore_service.storage.db import normalise_url
     def set_revision(revision: str) -> str:
         engine = create_engine(normalise_url(database_url))
         with engine.begin() as conn:

@@ -12,8 +12,8 @@ import requests
 from alembic import command
 from sqlalchemy import create_engine, text
 
-from keystore_service import migrate
-from keystore_service.db import normalise_url
+from keystore_service.storage import migrate
+from keystore_service.storage.db import normalise_url
 from tests.support import T0, Server, keystore_cli
 
 V0_1_0 = json.loads((Path(__file__).with_name("v0_1_0.json")).read_text())

@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from keystore_service import migrate
+from keystore_service.storage import migrate
 from tests.support import Server, new_token
 
 _tenants = itertools.count()

@@ -14,8 +14,8 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import make_url
 from sqlalchemy.pool import NullPool
 
-from keystore_service import migrate
-from keystore_service.db import normalise_url
+from keystore_service.storage import migrate
+from keystore_service.storage.db import normalise_url
 from tests.conftest import PG_ADMIN_URL
 from tests.support import KEYSTORE, Api, Server, free_port, keystore_cli, new_token
 

@@ -13,7 +13,7 @@ import pytest
 
 from keystore_service.app import build
 from keystore_service.errors import KeystoreError
-from keystore_service.service import Claim, system_clock
+from keystore_service.service.claims import Claim, system_clock
 from keystore_service.settings import Settings
 
 STALE, EXPIRED = 5_000, 5_000

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import requests
 
-from keystore_service import migrate
+from keystore_service.storage import migrate
 from tests.faults.conftest import lookup_via
 from tests.faults.harness import Load, Op, report, verify
 from tests.support import Server

@@ -22,7 +22,7 @@ import time
 
 import pytest
 
-from keystore_service import migrate
+from keystore_service.storage import migrate
 from tests.faults.gateway_harness import Kills, RelayProcess, kill_loop
 from tests.faults.harness import report
 from tests.gateway.guarded_sink import GuardedSink

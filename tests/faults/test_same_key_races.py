@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 import requests
 
-from keystore_service import migrate
+from keystore_service.storage import migrate
 from tests.faults.harness import report
 from tests.support import Server
 

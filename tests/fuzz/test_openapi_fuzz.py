@@ -19,11 +19,11 @@ from hypothesis import HealthCheck
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 from sqlalchemy import func, select
 
-from keystore_service import migrate
 from keystore_service.app import create_app
-from keystore_service.openapi import document
 from keystore_service.settings import Settings
-from keystore_service.tables import attempts, records, resolutions, reviews, tenants, tokens
+from keystore_service.storage import migrate
+from keystore_service.storage.tables import attempts, records, resolutions, reviews, tenants, tokens
+from keystore_service.web.openapi import document
 from tests.support import T0
 
 # Per operation (60 before issue 13). 200 covers every branch the schema describes in

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 import requests
 from sqlalchemy import select
 
-from keystore_service.db import create
-from keystore_service.tables import hook_attempts, hook_events
+from keystore_service.storage.db import create
+from keystore_service.storage.tables import hook_attempts, hook_events
 from tests.support import new_token
 
 from .guarded_sink import GuardedSink

@@ -7,7 +7,7 @@ import pytest
 import requests
 from sqlalchemy import func, select
 
-from keystore_service.tables import hook_events, records
+from keystore_service.storage.tables import hook_events, records
 
 from .support import create_source, signed
 

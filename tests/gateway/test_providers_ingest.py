@@ -60,7 +60,7 @@ def test_slack_handshake_answers_the_challenge_and_stores_nothing(gw_app, gw, si
     r = gw.client.post(path, data=body, headers={"X-Slack-Request-Timestamp": ts,
                                                  "X-Slack-Signature": sig})
     assert r.status_code == 200 and r.get_json() == {"challenge": "3eZbrw1aB"}
-    from keystore_service.tables import records
+    from keystore_service.storage.tables import records
     assert count(gw_app, records) == 0
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from keystore_service.service import ANSWER_RESULTS_BYTES
+from keystore_service.service.claims import ANSWER_RESULTS_BYTES
 from tests.integration.test_bad_input import snapshot
 
 BIG = "x" * (255 * 1024)  # a result body just under the contract's 256 KiB

@@ -6,7 +6,7 @@ import json
 import pytest
 from sqlalchemy import select
 
-from keystore_service.tables import attempts, records, tenants, tokens
+from keystore_service.storage.tables import attempts, records, tenants, tokens
 
 GOOD = {"scope": "create_invoice", "key": "evt_1", "payload": {"amount": 1}}
 
@@ -139,7 +139,7 @@ def test_a_batch_with_an_edge_version_is_refused_whole(app, http):
 @pytest.mark.parametrize("version", ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999Z",
                                      "0001-01-01T23:59:00+23:59", "9999-12-31T00:00:00-23:59"])
 def test_the_first_and_last_instants_are_stored_and_shown(http, version):
-    from keystore_service import versions
+    from keystore_service.domain import versions
     status, body_, _ = http.post("/v1/claim", body(version=version))
     assert status == 201, body_
     assert body_["record"]["version"] == versions.show(*versions.parse(version))

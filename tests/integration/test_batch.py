@@ -179,7 +179,7 @@ def test_keys_compare_exactly_inside_a_batch(http):
 # --- concurrent batches ---------------------------------------------------------------------
 
 def concurrent_batches(ks, tenant_id, key_sets, version_of):
-    from keystore_service.batch import Item
+    from keystore_service.service.batch import Item
     barrier = threading.Barrier(len(key_sets))
     out = [None] * len(key_sets)
 
@@ -234,7 +234,7 @@ def finish_all(ks, tenant_id, out):
 
 
 def test_two_batches_with_versions_5_and_7_end_with_7(ks, tenant_id, clock):
-    from keystore_service.batch import Item
+    from keystore_service.service.batch import Item
     first = ks.batch.claim(tenant_id, "orders", [Item("r", None, "int", 1)], 3600, 60,
                            "reconcile")
     ks.service.complete(tenant_id, "orders", "r", first[0].lease_token, "succeeded", "{}")

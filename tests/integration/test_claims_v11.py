@@ -173,7 +173,7 @@ def test_a_duplicate_that_lost_the_insert_race_still_waits_and_counts_once(ks, t
     """A claim that arrived with the first one (its look before claiming found no record,
     then its insert lost the race) waits like later ones (issue 15: 4 of 40 such duplicates
     were told in_progress at once although they had asked to wait)."""
-    from keystore_service.service import Claim
+    from keystore_service.service.claims import Claim
     first = ks.service.claim(tenant_id, Claim("invoice", "evt-r", None, 3600, 60, "reconcile"))
     real = ks.service._wait_while
     looks = []

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import delete, insert
 
-from keystore_service import domain
-from keystore_service.store import new_record_values
-from keystore_service.tables import records
+from keystore_service.domain import records as domain
+from keystore_service.storage.records import new_record_values
+from keystore_service.storage.tables import records
 from tests.support import SECOND, T0
 
 times = st.integers(T0 - 10 * SECOND, T0 + 10 * SECOND)

@@ -12,9 +12,9 @@ from sqlalchemy import func, select
 
 from keystore_service import errors
 from keystore_service.app import create_app
-from keystore_service.service import Claim, system_clock
+from keystore_service.service.claims import Claim, system_clock
 from keystore_service.settings import Settings
-from keystore_service.tables import attempts, records, reviews
+from keystore_service.storage.tables import attempts, records, reviews
 from tests.support import SECOND, T0, FakeClock, Http, keystore_cli
 
 

@@ -7,7 +7,7 @@ import json
 
 from sqlalchemy import func, select
 
-from keystore_service.tables import kept_payloads, reviews
+from keystore_service.storage.tables import kept_payloads, reviews
 
 REF = {"scope": "invoice", "key": "evt-1"}
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import func, select
 
-from keystore_service.tables import late_repeats, late_traces
+from keystore_service.storage.tables import late_repeats, late_traces
 from tests.support import SECOND
 
 REF = {"scope": "invoice", "key": "evt-1"}

@@ -7,9 +7,9 @@ from alembic.runtime.migration import MigrationContext
 from sqlalchemy import create_engine, insert
 from sqlalchemy.exc import DataError, IntegrityError
 
-from keystore_service import migrate
-from keystore_service.db import normalise_url
-from keystore_service.tables import metadata, records, tenants
+from keystore_service.storage import migrate
+from keystore_service.storage.db import normalise_url
+from keystore_service.storage.tables import metadata, records, tenants
 
 
 @pytest.fixture

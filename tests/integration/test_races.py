@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from keystore_service import errors
-from keystore_service.service import Claim
+from keystore_service.service.claims import Claim
 
 THREADS = 16
 

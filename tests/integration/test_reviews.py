@@ -7,7 +7,7 @@ import json
 import pytest
 from sqlalchemy import select
 
-from keystore_service.tables import attempts, resolutions
+from keystore_service.storage.tables import attempts, resolutions
 from tests.support import Http
 
 CLAIM = {"scope": "create_invoice", "key": "evt_1", "payload": {"amount": 100}}

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from keystore_service import errors
-from keystore_service.domain import Outcome
-from keystore_service.service import Claim
+from keystore_service.domain.records import Outcome
+from keystore_service.service.claims import Claim
 from tests.support import SECOND
 
 TTL, LEASE = 3600, 60
@@ -378,7 +378,7 @@ def test_a_complete_whose_answer_was_lost_is_answered(ks, tenant_id, monkeypatch
 
 
 def test_a_batch_whose_answer_was_lost_is_recognised_as_ours(ks, tenant_id, monkeypatch):
-    from keystore_service.batch import Item
+    from keystore_service.service.batch import Item
     lost = lose_first_commit_answer(monkeypatch, ks.service.records)
     results = ks.batch.claim(tenant_id, "invoice", [Item("a", None, None, None),
                                                     Item("a", None, None, None),

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule, run_state_machine_as_test
 
 from keystore_service import errors
-from keystore_service.service import Claim
+from keystore_service.service.claims import Claim
 from tests.support import SECOND
 
 KEYS = ("k1", "k2")

@@ -6,8 +6,8 @@ import hmac
 
 from sqlalchemy import select
 
-from keystore_service.openapi import document
-from keystore_service.tables import metadata
+from keystore_service.storage.tables import metadata
+from keystore_service.web.openapi import document
 from tests.support import T0, Http
 
 REF = {"scope": "invoice", "key": "evt-1"}

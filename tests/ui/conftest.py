@@ -8,10 +8,10 @@ from typing import Optional
 
 import pytest
 
-from keystore_service.accounts import AccountError, Accounts
 from keystore_service.app import create_app
-from keystore_service.db import Database, create
 from keystore_service.settings import Settings
+from keystore_service.storage.accounts import AccountError, Accounts
+from keystore_service.storage.db import Database, create
 from tests.support import T0, Http
 
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from keystore_service import migrate
+from keystore_service.storage import migrate
 from tests.support import Api, Server
 
 from .conftest import named_token

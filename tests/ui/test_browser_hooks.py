@@ -15,7 +15,7 @@ import time
 import pytest
 import requests
 
-from keystore_service import migrate
+from keystore_service.storage import migrate
 from tests.gateway.support import KEY, Sink
 from tests.support import Api, Server
 

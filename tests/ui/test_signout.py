@@ -8,7 +8,7 @@ from itsdangerous import URLSafeSerializer
 from sqlalchemy import func, select
 
 from keystore_service.app import create_app
-from keystore_service.tables import ui_sessions
+from keystore_service.storage.tables import ui_sessions
 
 from .conftest import Browser, mismatch
 from .test_rules import SCOPE, open_reviews, record_url

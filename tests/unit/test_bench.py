@@ -79,9 +79,10 @@ def test_the_pgbench_script_is_the_services_claim_with_every_parameter_bound():
 def test_profile_counts_only_threads_that_serve_a_request():
     raw = "\n".join([
         "_worker (concurrent/futures/thread.py:81);Condition.wait (threading.py:320) 90",
-        "ThreadWorker.handle (gunicorn/workers/gthread.py:553);claim (keystore_service/api.py:"
-        "64);KeyStoreService.claim (keystore_service/service.py:75);RecordStore.claim "
-        "(keystore_service/store.py:97);Connection.wait (psycopg/connection.py:495) 6",
+        "ThreadWorker.handle (gunicorn/workers/gthread.py:553);claim (keystore_service/web/api"
+        ".py:64);KeyStoreService.claim (keystore_service/service/claims.py:75);RecordStore."
+        "claim_with_trace (keystore_service/storage/records.py:97);Connection.wait "
+        "(psycopg/connection.py:495) 6",
         "ThreadWorker.handle (gunicorn/workers/gthread.py:553);write (gunicorn/util.py:348) 4",
     ])
     text = profile.summarize(raw)

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from keystore_service.canonical import canonical, fingerprint, parse_json_object
+from keystore_service.domain.canonical import canonical, fingerprint, parse_json_object
 
 
 def fp_of(text: str) -> str:

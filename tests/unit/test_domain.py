@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from keystore_service import domain
-from keystore_service.domain import Action, Outcome, Verdict
+from keystore_service.domain import records as domain
+from keystore_service.domain.records import Action, Outcome, Verdict
 from tests.support import SECOND, T0
 
 H = "a" * 64  # the current lease token's hash
@@ -206,7 +206,8 @@ def test_the_claim_table_covers_every_state(state, live, on_stale):
 def test_the_review_kinds_are_one_list_everywhere():
     from typing import get_args
 
-    from keystore_service import schemas, tables
+    from keystore_service.storage import tables
+    from keystore_service.web import schemas
     kinds = {k.value for k in domain.ReviewKind}
     assert set(get_args(schemas.ReviewKindName)) == kinds
     assert all(f"'{k}'" in tables.REVIEW_KINDS for k in kinds)

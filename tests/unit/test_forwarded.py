@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from keystore_service.forwarded import client_address, parse_trusted
+from keystore_service.web.forwarded import client_address, parse_trusted
 
 LOOPBACK = parse_trusted("127.0.0.1,::1")
 

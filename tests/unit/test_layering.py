@@ -1,5 +1,13 @@
-"""Imports point down only: app, cli -> api -> service -> (domain, store) -> tables.
-`domain` and `errors` import nothing but the standard library."""
+"""The folders are the layers, and imports point down only:
+
+    app, cli, server, gateway (wiring)  ->  web  ->  hooks  ->  service  ->  storage  ->  domain
+
+`errors`, `settings` and `logs` sit beside every layer. The domain imports nothing of the
+project and only the standard library (and the RFC 8785 library its canonical form uses);
+every SQL statement lives in storage/, so only storage/ imports the tables, the compiled
+statements and the database; the provider rules are pure. A module added anywhere is checked
+by the folder it is in; a new top-level module must be named here.
+"""
 from __future__ import annotations
 
 import ast
@@ -7,144 +15,80 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "keystore_service"
-
-# module -> the project modules it may import (its own layer and below)
-ALLOWED = {
-    "domain": set(),
-    "errors": set(),
-    "canonical": set(),
-    "settings": set(),
-    "tables": set(),
-    "sql": set(),
-    "db": {"errors"},
-    "store": {"domain", "db", "sql", "tables"},
-    "accounts": {"db", "sql", "tables"},
-    "auth": {"errors", "accounts"},
-    "service": {"domain", "errors", "store", "accounts", "reviews", "tracestore"},
-    "tracestore": {"db", "domain", "sql", "tables"},
-    "reviews": {"db", "domain", "sql", "tables"},
-    "schemas": {"settings", "versions", "queries"},
-    "queries": set(),
-    "versions": set(),
-    "batch": {"domain", "errors", "service", "store"},
-    "render": {"errors", "domain", "versions", "reviews", "logs"},
-    "openapi": {"schemas", "hook_schemas"},
-    "api": {"canonical", "errors", "schemas", "auth", "batch", "domain", "render", "service",
-            "versions", "hooks"},
-    "server": {"accounts", "app", "db", "errors", "logs", "metrics", "migrate", "service",
-               "settings"},
-    "gunicorn_conf": {"server", "settings"},
-    "migrate": {"db"},
-    "app": {"canonical", "db", "errors", "openapi", "accounts", "auth", "batch", "render",
-            "service", "settings", "store", "api", "reviews", "metrics", "jobs", "operations",
-            "report", "ratelimit", "oversight", "secretstore", "ui", "ui_errors", "waiting",
-            "bodies", "gateway", "hooks_api", "forwarded", "tracestore"},
-    "cli": {"migrate", "accounts", "db", "render", "server", "service", "settings", "app",
-            "logs", "queries", "backup", "config_report", "cli_hooks"},
-    "cli_hooks": {"errors", "hook_schemas", "render", "sealing"},
-    # deploy and operate (issue 16): backups, the configuration report, proxy addresses
-    "backup": {"db", "migrate"},
-    "config_report": {"settings"},
-    "forwarded": set(),
-    "operations": {"domain", "errors", "accounts", "reviews", "service", "sql", "tables"},
-    "jobs": {"domain", "report", "service", "sql", "tables"},
-    "report": {"domain", "db", "sql", "tables"},
-    "metrics": {"db", "domain", "service", "sql", "tables"},
-    "ratelimit": {"errors", "db", "sql", "tables"},
-    "oversight": {"db", "domain", "sql", "tables"},
-    "secretstore": {"db", "sql", "tables"},
-    # the operators' page: an entry point like api, never SQL of its own
-    "ui": {"accounts", "domain", "errors", "hooks", "operations", "signins", "ui_bodies",
-           "ui_chart", "ui_errors", "ui_forms", "ui_hooks", "ui_session", "ui_text"},
-    # its Webhooks section: views that ui adds to its blueprint; the gateway's use cases
-    "ui_hooks": {"errors", "ui_bodies", "ui_errors", "ui_forms"},
-    "ui_bodies": set(),
-    "signins": {"db", "domain", "sql", "tables"},
-    "ui_errors": {"errors", "ui_forms", "render"},
-    "ui_session": {"domain"},
-    "ui_forms": {"canonical", "hook_schemas", "queries", "schemas"},
-    "ui_text": {"domain", "ui_bodies", "versions"},
-    "ui_chart": set(),
-    "waiting": set(),
-    "bodies": {"errors"},
-    "logs": set(),
-    # the gateway: its storage beside the records' store, its views beside api's
-    "sealing": {"errors"},
-    "sourcestore": {"db", "domain", "sql", "tables"},
-    "hookstore": {"db", "domain", "sql", "tables"},
-    "hook_schemas": {"hooks", "queries", "schemas", "settings"},
-    "hooks_api": {"api", "auth", "bodies", "errors", "hook_schemas", "hooks", "render"},
-    "gateway": {"accounts", "db", "hooks", "hooks_api", "hookstore", "reviews", "sealing",
-                "service", "settings", "sourcestore", "store"},
-}
-
-# keystore_service/hooks/: the gateway's use cases (module -> project modules it may import;
-# `providers` and the other names of this folder are its own modules)
-HOOKS = PACKAGE / "hooks"
-HOOKS_ALLOWED = {
-    "rules": {"canonical", "domain"},
-    "destinations": set(),
-    "ingest": {"domain", "errors", "accounts", "hookstore", "reviews", "sealing", "service",
-               "sourcestore", "store", "providers", "rules"},
-    "sources": {"domain", "errors", "sealing", "sourcestore", "destinations", "providers",
-                "ingest"},
-    "deliveries": {"domain", "errors", "hookstore", "reviews", "sourcestore", "sql", "store",
-                   "tables", "rules"},
-    "forwarding": {"domain", "hookstore", "reviews", "sealing", "sourcestore", "store",
-                   "destinations", "rules", "providers"},
-    "relay": {"errors", "forwarding", "rules"},
-}
+LAYERS = ["domain", "storage", "service", "hooks", "web"]  # each may import those before it
+BESIDE = {"errors", "settings", "logs"}  # any layer may import these (they import nothing)
+WIRING = {"app", "cli", "cli_hooks", "server", "gunicorn_conf", "gateway", "config_report"}
+SQL = {"storage.tables", "storage.sql", "storage.db"}  # only storage/ (and wiring) use them
 
 
-def test_the_gateways_modules_point_down_only():
-    modules = {p.stem for p in HOOKS.glob("*.py") if p.stem != "__init__"}
-    assert modules == set(HOOKS_ALLOWED), "add new modules of hooks/ to HOOKS_ALLOWED"
-    for name, allowed in HOOKS_ALLOWED.items():
-        extra = project_imports(HOOKS / f"{name}.py") - allowed
-        assert not extra, f"hooks/{name} imports {extra}"
-
-
-def project_imports(path: Path) -> set[str]:
+def imports(path: Path) -> set[str]:
+    """The project modules a file imports, as `folder.module` or a top-level name."""
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.level >= 1:
-            if node.module:
-                found.add(node.module.split(".")[0])
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("keystore_service"):
+            parts = node.module.split(".")[1:]
+            if not parts:
+                found.update(a.name for a in node.names)
+            elif len(parts) == 1 and parts[0] in LAYERS:
+                found.update(f"{parts[0]}.{a.name}" for a in node.names)
             else:
-                found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-                "keystore_service"):
-            parts = node.module.split(".")
-            found.add(parts[1] if len(parts) > 1 else node.names[0].name)
+                found.add(".".join(parts[:2]))
         elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.startswith("keystore_service."):
-                    found.add(alias.name.split(".")[1])
+            found.update(".".join(a.name.split(".")[1:3]) for a in node.names
+                         if a.name.startswith("keystore_service."))
     return found
 
 
-def test_every_module_is_in_the_layer_map():
-    modules = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
-    assert modules == set(ALLOWED), "add new modules to ALLOWED with their layer"
+def layer_of(path: Path) -> str:
+    rel = path.relative_to(PACKAGE)
+    return rel.parts[0] if len(rel.parts) > 1 else rel.stem
+
+
+def modules() -> list[Path]:
+    return [p for p in PACKAGE.rglob("*.py") if "migrations" not in p.parts]
+
+
+def test_the_top_level_holds_only_the_wiring_and_what_sits_beside_every_layer():
+    top = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
+    assert top == WIRING | BESIDE, "put a new module in the folder of its layer"
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(LAYERS)
 
 
 def test_imports_point_down_only():
-    for name, allowed in ALLOWED.items():
-        extra = project_imports(PACKAGE / f"{name}.py") - allowed
-        assert not extra, f"{name} imports {extra}"
+    for path in modules():
+        layer = layer_of(path)
+        if layer in WIRING:
+            continue
+        allowed = BESIDE - {layer} if layer in BESIDE else set()
+        if layer in LAYERS:
+            allowed |= set(LAYERS[:LAYERS.index(layer) + 1]) | BESIDE
+        for name in imports(path):
+            assert name.split(".")[0] in allowed, f"{path.relative_to(PACKAGE)} imports {name}"
 
 
-def test_the_domain_and_errors_use_only_the_standard_library():
-    for name in ("domain", "errors"):
-        tree = ast.parse((PACKAGE / f"{name}.py").read_text())
-        for node in ast.walk(tree):
+def test_every_sql_statement_is_in_storage():
+    for path in modules():
+        if layer_of(path) in {"storage"} | WIRING:
+            continue
+        assert not imports(path) & SQL, f"{path.relative_to(PACKAGE)} builds SQL"
+        text = path.read_text()
+        assert "from sqlalchemy" not in text and "import sqlalchemy" not in text, \
+            f"{path.relative_to(PACKAGE)} uses SQLAlchemy"
+
+
+def test_the_domain_uses_only_the_standard_library():
+    allowed = set(sys.stdlib_module_names) | {"rfc8785", "keystore_service"}
+    for path in (PACKAGE / "domain").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 roots = {a.name.split(".")[0] for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0:
                 roots = {node.module.split(".")[0]}
             else:
                 continue
-            assert roots <= set(sys.stdlib_module_names), f"{name} imports {roots}"
+            assert roots <= allowed, f"domain/{path.name} imports {roots}"
+        assert not {i for i in imports(path) if not i.startswith("domain.")}, path.name
 
 
 PROVIDERS = PACKAGE / "hooks" / "providers"

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from keystore_service import domain, versions
+from keystore_service.domain import records as domain
+from keystore_service.domain import versions
 from tests.unit.test_domain import rec
 
 

@@ -5,7 +5,7 @@ import threading
 
 import pytest
 
-from keystore_service.waiting import WaitSeats
+from keystore_service.service.waiting import WaitSeats
 
 
 @pytest.mark.parametrize("threads,share,token_share,seats,per_token", [

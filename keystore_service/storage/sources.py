@@ -1,0 +1,140 @@
+"""The gateway's sources in SQL: create, read, change, disable, and find one by its ingest
+id's hash. Secrets stay sealed here; the service opens them (sealing.py)."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, fields
+from typing import Any, Optional
+
+from sqlalchemy import bindparam, func, or_, select, update
+
+from keystore_service.domain.records import Micros
+from keystore_service.storage.db import Database
+from keystore_service.storage.sql import Sql
+from keystore_service.storage.tables import hook_events, hook_sources
+
+S, E = hook_sources.c, hook_events.c
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """A source as stored (times in Micros); `sealed` opens to {ingest_id, secrets,
+    headers, destination_secret}; `config` is the provider options as JSON."""
+
+    id: int
+    tenant_id: int
+    name: str
+    provider: str
+    ingest_hash: str
+    sealed: str
+    config: str
+    destination_url: str
+    timeout_seconds: int
+    ttl_seconds: int
+    retry_window_seconds: int
+    max_in_flight: int
+    keep_body_seconds: int
+    state: str
+    created_at: Micros
+    updated_at: Micros
+    paused_until: Optional[Micros]
+    last_error: Optional[str]
+    last_error_at: Optional[Micros]
+
+    @property
+    def options(self) -> dict:
+        return json.loads(self.config)
+
+    @property
+    def active(self) -> bool:
+        return self.state == "active"
+
+
+@dataclass(frozen=True, slots=True)
+class Queue:
+    """A source's forwarding queue as it stands."""
+
+    queued: int
+    delivering: int
+    failed: int
+    oldest_queued_at: Optional[Micros]
+
+
+CHANGEABLE = ("sealed", "config", "destination_url", "timeout_seconds", "ttl_seconds",
+              "retry_window_seconds", "max_in_flight", "keep_body_seconds")
+
+
+class SourceStore:
+    def __init__(self, db: Database):
+        self.db = db
+        d = db.engine.dialect
+        names = [f.name for f in fields(Source) if f.name != "id"]
+        self._add = Sql(hook_sources.insert().values(
+            {n: bindparam(n) for n in names}).returning(*hook_sources.c), d)
+        self._by_name = Sql(select(hook_sources).where(
+            S.tenant_id == bindparam("tenant_id"), S.name == bindparam("name")), d)
+        self._by_id = Sql(select(hook_sources).where(S.id == bindparam("id")), d)
+        self._by_ingest = Sql(select(hook_sources).where(S.ingest_hash == bindparam("h")), d)
+        self._all = Sql(select(hook_sources).where(S.tenant_id == bindparam("tenant_id"))
+                        .order_by(S.name), d)
+        self._change = {n: Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
+            {n: bindparam(n), "updated_at": bindparam("now")}), d) for n in CHANGEABLE}
+        self._state = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
+            state=bindparam("state"), updated_at=bindparam("now")), d)
+        self._queues = Sql(select(
+            E.source_id, E.state, func.count(), func.min(E.received_at)).where(
+            E.tenant_id == bindparam("tenant_id"),
+            or_(E.state == "queued", E.state == "delivering", E.state == "failed"))
+            .group_by(E.source_id, E.state), d)
+
+    def create(self, cur: Any, **values: Any) -> Source:
+        """A new source; the caller's IntegrityError when the tenant has the name already."""
+        return Source(*self._add.one(cur, values))
+
+    def named(self, tenant_id: int, name: str, cur: Any = None) -> Optional[Source]:
+        row = self._one(self._by_name, {"tenant_id": tenant_id, "name": name}, cur)
+        return Source(*row) if row else None
+
+    def by_id(self, source_id: int, cur: Any = None) -> Optional[Source]:
+        row = self._one(self._by_id, {"id": source_id}, cur)
+        return Source(*row) if row else None
+
+    def by_ingest_hash(self, ingest_hash: str) -> Optional[Source]:
+        row = self._one(self._by_ingest, {"h": ingest_hash})
+        return Source(*row) if row else None
+
+    def of_tenant(self, tenant_id: int) -> list[Source]:
+        with self.db.connection() as cur:
+            return [Source(*row) for row in self._all.all(cur, {"tenant_id": tenant_id})]
+
+    def change(self, cur: Any, source: Source, changes: dict, now: Micros) -> None:
+        for name, value in changes.items():
+            self._change[name].run(cur, {"sid": source.id, name: value, "now": now})
+
+    def set_state(self, cur: Any, source: Source, state: str, now: Micros) -> None:
+        self._state.run(cur, {"sid": source.id, "state": state, "now": now})
+
+    def queues(self, tenant_id: int) -> dict[int, Queue]:
+        """Each source's queue: queued, being forwarded, failed, and the oldest queued."""
+        counts: dict[int, dict] = {}
+        with self.db.connection() as cur:
+            for source_id, state, n, oldest in self._queues.all(cur, {"tenant_id": tenant_id}):
+                c = counts.setdefault(source_id, {"queued": 0, "delivering": 0, "failed": 0,
+                                                  "oldest": None})
+                c[state] = n
+                if state == "queued":
+                    c["oldest"] = oldest
+        return {sid: Queue(c["queued"], c["delivering"], c["failed"], c["oldest"])
+                for sid, c in counts.items()}
+
+    def transaction(self):
+        return self.db.transaction()
+
+    def _one(self, stmt: Sql, params: dict, cur: Any = None) -> Optional[tuple]:
+        if cur is not None:
+            return stmt.one(cur, params)
+        with self.db.connection() as c:
+            return stmt.one(c, params)
+
+
+assert [c.name for c in hook_sources.c] == [f.name for f in fields(Source)], "column order"

@@ -1,0 +1,182 @@
+"""The gateway's wire models (sources, deliveries), validated like schemas.py: strict types,
+unknown fields refused; /openapi.json is generated from them too."""
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal, Optional
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
+
+from keystore_service.hooks import providers
+from keystore_service.settings import MAX_TTL_SECONDS
+from keystore_service.web.queries import Cursor, QueryInt
+from keystore_service.web.schemas import Int, Key, Text, _Body, _Out
+
+DAY = 86_400
+SourceName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,64}$"), Field(
+    description="1-64 of a-z 0-9 _ -, unique per tenant (a disabled source keeps its name)")]
+# Header names are RFC 9110 tokens; values printable, no CR/LF (they go into a request).
+HeaderName = Annotated[str, StringConstraints(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")]
+HeaderValue = Annotated[str, StringConstraints(max_length=4096,
+                                               pattern=r"^[\x20-\x7e\x80-\xff]*$")]
+Secret = Text(1, 512, writeOnly=True)
+def _known_provider(name: str) -> str:
+    if name not in providers.names():
+        raise ValueError(f"the provider is one of {', '.join(providers.names())}")
+    return name
+
+
+# The registered provider modules (hooks/providers/): adding one adds it here too.
+Provider = Annotated[str, AfterValidator(_known_provider),
+                     Field(json_schema_extra={"enum": providers.names()})]
+RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection",
+                              "idempotency-key", "keystore-attempt", "webhook-id",
+                              "webhook-timestamp", "webhook-signature"})
+
+
+def _no_reserved(headers: dict[str, str]) -> dict[str, str]:
+    taken = sorted(h for h in headers if h.lower() in RESERVED_HEADERS)
+    if taken:
+        raise ValueError(f"these headers are the gateway's own: {', '.join(taken)}")
+    return headers
+
+
+class Signature(_Body):
+    header: HeaderName
+    algorithm: Literal["sha256", "sha1"] = "sha256"
+    encoding: Literal["hex", "base64"] = "hex"
+    prefix: Annotated[str, StringConstraints(max_length=32, pattern=r"^[\x21-\x7e]*$")] = ""
+
+
+class EventIdRule(_Body):
+    header: Optional[HeaderName] = None
+    json_: Optional[Annotated[list[Annotated[str, StringConstraints(
+        max_length=256, pattern=r"^(/([^~/]|~[01])*)+$")]], Field(min_length=1, max_length=8)]] = \
+        Field(None, alias="json")
+
+
+class Destination(_Body):
+    url: Annotated[str, StringConstraints(min_length=1, max_length=2048)]
+    headers: Annotated[dict[HeaderName, HeaderValue], Field(max_length=32),
+                       AfterValidator(_no_reserved)] = Field(default_factory=dict)
+    secret: Optional[Secret] = Field(None, description="whsec_ + base64 of 24-64 bytes: "
+                                                       "forwards are signed (Standard Webhooks)")
+    timeout_seconds: Int(1, 60) = 10
+
+
+class SourceCreate(_Body):
+    name: SourceName
+    provider: Provider
+    secrets: Optional[Annotated[list[Secret], Field(min_length=1, max_length=2)]] = None
+    signature: Optional[Signature] = None
+    event_id: Optional[EventIdRule] = None
+    destination: Destination
+    ttl_seconds: Optional[Int(1, MAX_TTL_SECONDS)] = None
+    retry_window_seconds: Int(60, 30 * DAY) = 3 * DAY
+    max_in_flight: Int(1, 256) = 4
+    keep_body_seconds: Int(0, 90 * DAY) = 7 * DAY
+
+
+class SourceChange(_Body):
+    """PATCH: what is given changes; the name and provider do not."""
+
+    secrets: Optional[Annotated[list[Secret], Field(min_length=1, max_length=2)]] = None
+    signature: Optional[Signature] = None
+    event_id: Optional[EventIdRule] = None
+    destination: Optional[Destination] = None
+    ttl_seconds: Optional[Int(1, MAX_TTL_SECONDS)] = None
+    retry_window_seconds: Optional[Int(60, 30 * DAY)] = None
+    max_in_flight: Optional[Int(1, 256)] = None
+    keep_body_seconds: Optional[Int(0, 90 * DAY)] = None
+
+
+class Redeliver(_Body):
+    source: SourceName
+    event_id: Key
+    force: bool = False
+
+
+class DeliveriesQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    source: Optional[SourceName] = None
+    state: Optional[Literal["queued", "delivering", "delivered", "failed"]] = None
+    event_id: Optional[Key] = None
+    limit: QueryInt(1, 500) = 50
+    cursor: Optional[Cursor] = None
+
+
+# --- answers --------------------------------------------------------------------------------
+
+class DestinationOut(_Out):
+    url: str
+    header_names: list[str]
+    has_secret: bool
+    timeout_seconds: int
+
+
+class QueueOut(_Out):
+    queued: int
+    delivering: int
+    failed: int
+    oldest_queued_at: Optional[str]
+
+
+class SourceOut(_Out):
+    name: str
+    provider: str
+    state: Literal["active", "disabled"]
+    ingest_url: str
+    destination: DestinationOut
+    signature: Optional[dict[str, Any]] = None
+    event_id: Optional[dict[str, Any]] = None
+    secrets: int = Field(description="how many signing secrets are set (never the secrets)")
+    ttl_seconds: int
+    retry_window_seconds: int
+    max_in_flight: int
+    keep_body_seconds: int
+    created_at: str
+    updated_at: str
+    paused_until: Optional[str]
+    last_error: Optional[str]
+    last_error_at: Optional[str]
+    queue: QueueOut
+
+
+class SourceResponse(_Out):
+    source: SourceOut
+
+
+class SourcesResponse(_Out):
+    sources: list[SourceOut]
+
+
+class AttemptOut(_Out):
+    at: str
+    status_code: Optional[int] = None
+    error: Optional[str] = None
+    duration_ms: int
+
+
+class DeliveryOut(_Out):
+    source: str
+    event_id: str
+    state: Literal["queued", "delivering", "delivered", "failed"]
+    received_at: str
+    next_attempt_at: Optional[str]
+    delivered_at: Optional[str]
+    attempts: list[AttemptOut]
+    attempt_count: int
+    body_kept: bool
+
+
+class DeliveriesResponse(_Out):
+    deliveries: list[DeliveryOut]
+    next_cursor: Optional[str]
+
+
+class DeliveryResponse(_Out):
+    delivery: DeliveryOut
+
+
+class IngestAnswer(_Out):
+    status: Literal["accepted", "duplicate", "held"]
+    event_id: str

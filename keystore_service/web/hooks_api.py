@@ -1,0 +1,169 @@
+"""The gateway's HTTP endpoints: POST /hooks/<ingest_id> (no bearer token: the provider's
+signature is the credential), and the operators' /v1/sources and /v1/deliveries. Parse, call
+the gateway, render; nothing else lives here."""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Optional
+
+from flask import Blueprint, current_app, g, request
+
+from keystore_service import errors
+from keystore_service.hooks.deliveries import Delivery
+from keystore_service.hooks.sources import Shown
+from keystore_service.service.auth import require_operator
+from keystore_service.web import bodies, hook_schemas
+from keystore_service.web.render import respond, rfc3339
+
+inbound = Blueprint("hooks_in", __name__)
+v1 = Blueprint("hooks_v1", __name__, url_prefix="/v1")
+MAX_INGEST_ID = 128  # ours are 43 characters; anything much longer is not one of ours
+
+
+def _ks():
+    return current_app.extensions["keystore"].gateway
+
+
+# --- POST /hooks/<ingest_id> --------------------------------------------------------------
+
+@inbound.post("/hooks/<ingest_id>")
+def ingest(ingest_id: str):
+    ks = _ks()
+    if len(ingest_id) > MAX_INGEST_ID or not ingest_id.isascii():
+        raise errors.NotFound("no such webhook source")
+    opened = ks.ingest.source(ingest_id)  # 404 before the body is read
+    wait = ks.hook_rate.take(opened.source.id)
+    if wait is not None:
+        raise errors.RateLimited("this source takes no more deliveries per second; the "
+                                 "provider resends", headers={"Retry-After": str(wait)},
+                                 details={"retry_after_seconds": wait})
+    bodies.buffer_chunked(request.environ, current_app.config["MAX_CONTENT_LENGTH"])
+    body = request.get_data(cache=False)  # 413 past the limit
+    answer = ks.ingest.accept(opened, list(request.headers.items()), body)
+    headers = {"Idempotent-Replayed": "true"} if answer.replayed else None
+    return respond(answer.body, answer.status, headers=headers)
+
+
+class RateBuckets:
+    """Per-source token buckets of this process: `rate` deliveries a second, bursts of a
+    second's worth. take() is None when one may pass, else the seconds to wait."""
+
+    def __init__(self, rate: float, monotonic=time.monotonic):
+        self.rate, self.monotonic = rate, monotonic
+        self._buckets: dict[int, tuple[float, float]] = {}
+        self._lock = threading.Lock()
+
+    def take(self, key: int) -> Optional[int]:
+        if self.rate <= 0:
+            return None
+        now = self.monotonic()
+        with self._lock:
+            tokens, at = self._buckets.get(key, (self.rate, now))
+            tokens = min(self.rate, tokens + (now - at) * self.rate)
+            if tokens >= 1:
+                self._buckets[key] = (tokens - 1, now)
+                return None
+            self._buckets[key] = (tokens, now)
+        return max(1, int((1 - tokens) / self.rate + 0.999))
+
+
+# --- sources ------------------------------------------------------------------------------
+
+def _body(model):
+    from keystore_service.web.api import _body as parse
+    return parse(model)
+
+
+@v1.post("/sources")
+def create_source():
+    require_operator(g.principal)
+    shown = _ks().sources.create(g.principal.tenant_id, _body(hook_schemas.SourceCreate))
+    return respond({"source": source_json(shown)}, 201)
+
+
+@v1.get("/sources")
+def list_sources():
+    require_operator(g.principal)
+    return respond({"sources": [source_json(s) for s in _ks().sources.all(
+        g.principal.tenant_id)]})
+
+
+@v1.get("/sources/<name>")
+def show_source(name: str):
+    require_operator(g.principal)
+    return respond({"source": source_json(_ks().sources.get(g.principal.tenant_id, name))})
+
+
+@v1.patch("/sources/<name>")
+def change_source(name: str):
+    require_operator(g.principal)
+    shown = _ks().sources.change(g.principal.tenant_id, name,
+                                 _body(hook_schemas.SourceChange))
+    return respond({"source": source_json(shown)})
+
+
+@v1.delete("/sources/<name>")
+def disable_source(name: str):
+    require_operator(g.principal)
+    return respond({"source": source_json(_ks().sources.disable(g.principal.tenant_id,
+                                                                  name))})
+
+
+def ingest_url(ingest_id: str) -> str:
+    base = current_app.extensions["keystore"].settings.public_url or request.host_url
+    return base.rstrip("/") + "/hooks/" + ingest_id
+
+
+def source_json(shown: Shown) -> dict:
+    s, q = shown.source, shown.queue
+    options = s.options
+    return {
+        "name": s.name, "provider": s.provider, "state": s.state,
+        "ingest_url": ingest_url(shown.ingest_id),
+        "destination": {"url": s.destination_url, "header_names": shown.header_names,
+                        "has_secret": shown.has_destination_secret,
+                        "timeout_seconds": s.timeout_seconds},
+        "signature": options.get("signature"), "event_id": options.get("event_id"),
+        "secrets": shown.secret_count, "ttl_seconds": s.ttl_seconds,
+        "retry_window_seconds": s.retry_window_seconds, "max_in_flight": s.max_in_flight,
+        "keep_body_seconds": s.keep_body_seconds, "created_at": rfc3339(s.created_at),
+        "updated_at": rfc3339(s.updated_at), "paused_until": rfc3339(s.paused_until),
+        "last_error": s.last_error, "last_error_at": rfc3339(s.last_error_at),
+        "queue": {"queued": q.queued, "delivering": q.delivering, "failed": q.failed,
+                  "oldest_queued_at": rfc3339(q.oldest_queued_at)},
+    }
+
+
+# --- deliveries ---------------------------------------------------------------------------
+
+@v1.get("/deliveries")
+def list_deliveries():
+    require_operator(g.principal)
+    from keystore_service.web.api import _validate
+    q = _validate(hook_schemas.DeliveriesQuery, request.args.to_dict())
+    page, cursor = _ks().deliveries.list(g.principal.tenant_id, q.source, q.state, q.event_id,
+                                         q.limit, q.cursor)
+    return respond({"deliveries": [delivery_json(d) for d in page], "next_cursor": cursor})
+
+
+@v1.post("/deliveries/redeliver")
+def redeliver():
+    require_operator(g.principal)
+    body = _body(hook_schemas.Redeliver)
+    done = _ks().deliveries.redeliver(g.principal.tenant_id, body.source, body.event_id,
+                                      body.force)
+    return respond({"delivery": delivery_json(done)}, 202)
+
+
+def delivery_json(d: Delivery) -> dict:
+    e = d.event
+    return {"source": d.source, "event_id": e.event_id, "state": e.state,
+            "received_at": rfc3339(e.received_at),
+            "next_attempt_at": rfc3339(e.next_attempt_at) if e.state == "queued" else None,
+            "delivered_at": rfc3339(e.delivered_at),
+            "attempts": [{k: v for k, v in {"at": rfc3339(a.at), "status_code": a.status_code,
+                                            "error": a.error, "duration_ms": a.duration_ms
+                                            }.items() if v is not None or k == "duration_ms"}
+                         for a in d.attempts],
+            "attempt_count": e.attempts, "body_kept": e.body is not None}

@@ -1,0 +1,404 @@
+"""The wire contract as pydantic models: requests are validated here, and /openapi.json is
+generated from these same models. Strict types (no "5" for 5) and unknown fields refused: a
+misspelt `ttl` must not silently fall back to the default window.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from typing import Annotated, Any, Literal, Optional
+
+from annotated_types import Ge, Le
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    model_validator,
+)
+
+from keystore_service.domain import versions
+from keystore_service.settings import MAX_LEASE_SECONDS, MAX_TTL_SECONDS
+from keystore_service.web.queries import Cursor, QueryInt, ReportDay
+
+_CONTROL_OR_SURROGATE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # Unicode Cc and Cs
+# The same rule for /openapi.json (validation itself uses the regex above). Surrogates are
+# left out of this spelling: many regex engines cannot name them, and valid JSON text never
+# carries a lone one anyway (the body parser refuses a "\ud800" escape).
+CONTROL_FREE = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$"
+
+
+def _no_control(value: str) -> str:
+    if _CONTROL_OR_SURROGATE.search(value):
+        raise ValueError("must not contain control characters or lone surrogates")
+    return value
+
+
+def _unprintable_ranges() -> str:
+    """A regex class body of the Basic Multilingual Plane's control (Cc), format (Cf: U+200B,
+    U+202E), surrogate, private-use, and line/paragraph separator (U+2028/9) characters: 17
+    ranges, written with \\u escapes that Python, ECMA and the fuzzer's regex engine read alike."""
+    ranges: list[list[int]] = []
+    for code in range(0x10000):
+        if unicodedata.category(chr(code)) in ("Cc", "Cf", "Cs", "Co", "Zl", "Zp"):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1][1] = code
+            else:
+                ranges.append([code, code])
+    return "".join(f"\\u{a:04x}" if a == b else f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
+
+
+# The contract's "printable characters" of a fingerprint: none of the above, which break or
+# hide text (U+2028 starts a new line in a log viewer, U+200B is invisible). Written once,
+# used by the validator and published as the field's pattern in /openapi.json.
+PRINTABLE = f"^[^{_unprintable_ranges()}]*$"
+_PRINTABLE = re.compile(PRINTABLE)
+
+
+def _printable(value: str) -> str:
+    if not _PRINTABLE.match(value):
+        raise ValueError("must be printable characters only (no control, format, separator "
+                         "or private-use characters)")
+    return value
+
+
+def _integral(value: Any) -> Any:
+    """JSON has one number type: 60.0 is the integer 60 (as in the fingerprint's canonical
+    form); 60.5 stays a float and is refused by the strict int that follows."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
+
+
+def Text(min_length: int, max_length: int, **schema: Any):  # noqa: N802 (a type factory)
+    """A string of `min_length`..`max_length` code points, no control characters."""
+    return Annotated[str, StringConstraints(min_length=min_length, max_length=max_length),
+                     AfterValidator(_no_control),
+                     Field(json_schema_extra={"pattern": CONTROL_FREE, **schema})]
+
+
+def Int(ge: int, le: int):  # noqa: N802 (a type factory)
+    # annotated_types' Ge/Le, not Field(ge=...): they keep their meaning (and their JSON
+    # schema) wherever the type is nested, inside Optional or a union too.
+    # (The bounds go before the validator: after it, pydantic leaves them out of the schema.)
+    return Annotated[int, Ge(ge), Le(le), BeforeValidator(_integral)]
+
+
+ReviewKindName = Literal["fingerprint_mismatch", "stale_lease", "delivery_failed",
+                         "late_repeat"]  # domain.ReviewKind (a test keeps them equal)
+Scope = Annotated[str, StringConstraints(min_length=1, max_length=128,
+                                         pattern=r"^[A-Za-z0-9_.:\-]+$")]
+Key = Text(1, 512)
+Fingerprint = Annotated[str, StringConstraints(min_length=1, max_length=256),
+                        AfterValidator(_printable), Field(json_schema_extra={"pattern": PRINTABLE})]
+LeaseToken = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+Text128 = Text(1, 128)
+Text256 = Text(1, 256)
+
+
+def _timestamp(value: str) -> str:
+    versions.parse(value)  # ValueError with the reason
+    return value
+
+
+Version = Annotated[
+    Int(0, versions.MAX_INT) | Annotated[str, AfterValidator(_timestamp),
+                                         Field(json_schema_extra={"format": "date-time"})],
+    Field(description="An integer 0..2^63-1, or an RFC 3339 timestamp with Z or an offset "
+                      "(compared as a UTC instant, to the microsecond).")]
+def _not_weak(token: str) -> str:
+    """A proposed lease token must be random (contract: at least 128 random bits); a token
+    of fewer than 8 distinct characters (lt_000..., lt_abab...) is a constant, not random:
+    22 random base64url characters have fewer only once in ~10^14 draws."""
+    if len(set(token[3:])) < 8:
+        raise ValueError("a proposed lease token must be random (at least 128 random bits)")
+    return token
+
+
+ProposedToken = Annotated[str, StringConstraints(pattern=r"^lt_[A-Za-z0-9_-]{22,64}$"),
+                          AfterValidator(_not_weak), Field(description=(
+                              "A lease token the client made: lt_ and 22-64 of A-Z a-z 0-9 _ -"
+                              ", at least 128 random bits. Repeating the claim with it resumes"
+                              " the attempt it acquired (its answer was lost)."))]
+TtlSeconds = Int(1, MAX_TTL_SECONDS)
+LeaseSeconds = Int(1, MAX_LEASE_SECONDS)
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class RecordRef(_Body):
+    scope: Scope
+    key: Key
+
+
+# "Never both": a payload that is not null together with a fingerprint string is refused.
+_NOT_BOTH = {"not": {"required": ["payload", "fingerprint"],
+                     "properties": {"payload": {"not": {"type": "null"}},
+                                    "fingerprint": {"type": "string"}}}}
+
+
+class _FingerprintSource(_Body):
+    model_config = ConfigDict(json_schema_extra=_NOT_BOTH)
+
+    payload: Any = Field(None, description="Any I-JSON value; hashed (RFC 8785, SHA-256), "
+                                           "never stored.")
+    fingerprint: Optional[Fingerprint] = None
+    version: Optional[Version] = None
+
+    @model_validator(mode="after")
+    def _one_fingerprint_source(self):
+        if self.payload is not None and self.fingerprint is not None:
+            raise ValueError("send either payload or fingerprint, not both")
+        return self
+
+
+class ClaimRequest(_FingerprintSource):
+    scope: Scope
+    key: Key
+    ttl_seconds: Optional[TtlSeconds] = Field(None, description="Default from config (72 h).")
+    lease_seconds: Optional[LeaseSeconds] = Field(None, description="Default 300.")
+    on_stale: Literal["reconcile", "retry"] = "reconcile"
+    lease_token: Optional[ProposedToken] = None
+    keep_payload: bool = Field(False, description=(
+        "Keep the canonical payload (at most 64 KiB) with the record, so a person can see "
+        "what a refused mismatch changed (operators only; deleted with the review / record)."))
+    on_late_repeat: Literal["allow", "review"] = Field("allow", description=(
+        "A key acquired again after its window with its old fingerprint: allow (acquired, "
+        "marked late_repeat) or review (409 needs_reconciliation, a person decides)."))
+    wait_seconds: Optional[Int(1, 30)] = Field(None, description=(
+        "While another attempt's live lease holds the record, wait up to this long (no "
+        "transaction held) and answer by the claim table as it stands then."))
+
+
+class BatchItem(_FingerprintSource):
+    key: Key
+    lease_token: Optional[ProposedToken] = None
+
+
+class BatchClaimRequest(_Body):
+    scope: Scope
+    items: Annotated[list[BatchItem], Field(min_length=1, max_length=1000)]
+    ttl_seconds: Optional[TtlSeconds] = None
+    lease_seconds: Optional[LeaseSeconds] = None
+    on_stale: Literal["reconcile", "retry"] = "reconcile"
+
+
+class ResultIn(_Body):
+    resource_id: Optional[Text256] = None
+    status_code: Optional[Int(100, 599)] = None
+    body: Any = Field(None, description="Any JSON, at most 256 KiB in canonical form.")
+
+
+class CompleteRequest(RecordRef):
+    lease_token: LeaseToken
+    state: Literal["succeeded", "failed"]
+    result: Optional[ResultIn] = None
+
+
+class ReleaseRequest(RecordRef):
+    lease_token: LeaseToken
+    reason: Optional[Text(0, 512)] = None
+
+
+class ExtendRequest(RecordRef):
+    lease_token: LeaseToken
+    lease_seconds: LeaseSeconds
+    checkpoint: Optional[Text128] = None
+    resource_id: Optional[Text256] = None
+
+
+class ExpireRequest(RecordRef):
+    pass
+
+
+class ResolveRequest(RecordRef):
+    # A result belongs to mark_succeeded or mark_failed only (said here for /openapi.json).
+    model_config = ConfigDict(json_schema_extra={
+        "if": {"properties": {"action": {"enum": ["release", "dismiss", "redeliver"]}},
+               "required": ["action"]},
+        "then": {"properties": {"result": {"type": "null"}}}})
+
+    action: Literal["mark_succeeded", "mark_failed", "release", "dismiss", "redeliver"]
+    review_id: Optional[Int(1, 2**63 - 1)] = None
+    result: Optional[ResultIn] = Field(None, description="With mark_succeeded or mark_failed.")
+
+    @model_validator(mode="after")
+    def _result_goes_with_a_mark(self):
+        if self.result is not None and self.action not in ("mark_succeeded", "mark_failed"):
+            raise ValueError("a result goes with mark_succeeded or mark_failed")
+        return self
+
+
+class ReviewsQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)  # query strings
+    state: Literal["open", "resolved"] = "open"
+    kind: Optional[ReviewKindName] = None
+    scope: Optional[Scope] = None
+    key: Optional[Key] = None
+    min_age_seconds: QueryInt(0, 10 * 365 * 86_400) = 0  # ten years: older is all of them
+    limit: QueryInt(1, 500) = 50
+    cursor: Optional[Cursor] = None
+
+
+class ReportQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    date: ReportDay
+
+
+class LookupQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)  # query strings: "5" is 5
+    scope: Scope
+    key: Key
+    wait: Optional[QueryInt(1, 30)] = None
+
+
+# --- responses ----------------------------------------------------------------------------
+
+class _Out(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Checkpoint(_Out):
+    step: Optional[str]
+    resource_id: Optional[str]
+    at: str
+
+
+class ResultOut(_Out):
+    resource_id: Optional[str] = None
+    status_code: Optional[int] = None
+    body: Any = None
+
+
+class ReviewOut(_Out):
+    id: int
+    kind: ReviewKindName
+    scope: str
+    key: str
+    state: Literal["open", "resolved"]
+    opened_at: str
+    count: int
+    resolution: Optional[str]
+    updated_at: str
+    resolved_at: Optional[str]
+    resolved_by: Optional[str]
+    original_fingerprint: Optional[str]
+    refused_fingerprints: list[str]
+
+
+class RecordOut(_Out):
+    scope: str
+    key: str
+    state: Literal["in_progress", "succeeded", "failed", "released", "needs_reconciliation"]
+    fingerprint: Optional[str]
+    version: Optional[int | str]
+    attempt: int
+    first_seen_at: str
+    last_seen_at: str
+    expires_at: str
+    lease_expires_at: Optional[str]
+    duplicate_count: int
+    checkpoint: Optional[Checkpoint]
+    result: Optional[ResultOut]
+    review: Optional[ReviewOut]
+
+
+class ReviewItem(ReviewOut):
+    record: Optional[RecordOut]
+    kept: Optional[dict[str, Any]] = Field(None, description=(
+        "What was kept for a person to compare (operators only): the original and the "
+        "refused payload of a mismatch whose claims asked keep_payload; a held webhook's "
+        "body and headers; a failed delivery's last answers."))
+
+
+class ReviewsResponse(_Out):
+    reviews: list[ReviewItem]
+    next_cursor: Optional[str]
+
+
+class ResolveResponse(_Out):
+    record: RecordOut
+    closed_reviews: list[int]
+
+
+class ScopeReport(_Out):
+    scope: str
+    claimed: int
+    succeeded: int
+    failed: int
+    released: int
+    taken_over: int
+    resolved: int
+    in_progress: int
+    waiting_for_review: int
+    duplicates_suppressed: int
+    mismatches: int
+    late_repeats: int
+    shared_resource_ids: list[dict[str, Any]]
+
+
+class ReportResponse(_Out):
+    date: str
+    generated_at: str
+    scopes: list[ScopeReport]
+
+
+class ErrorDetail(_Out):
+    code: str
+    message: str
+    details: dict[str, Any]
+
+
+class ErrorResponse(_Out):
+    error: ErrorDetail
+    outcome: Optional[str] = None
+    record: Optional[RecordOut] = None
+
+
+class LateRepeatOut(_Out):
+    first_seen_at: str
+    expired_at: str
+    resource_id: Optional[str]
+
+
+class ClaimResponse(_Out):
+    outcome: Literal["acquired", "replay", "in_progress", "needs_reconciliation",
+                     "fingerprint_mismatch"]
+    record: RecordOut
+    lease_token: Optional[str] = None
+    attempt: Optional[int] = None
+    resumed: Optional[bool] = None
+    late_repeat: Optional[LateRepeatOut] = None
+    error: Optional[ErrorDetail] = None
+
+
+class BatchItemResult(_Out):
+    outcome: Optional[Literal["acquired", "replay", "in_progress", "needs_reconciliation",
+                              "fingerprint_mismatch"]] = None
+    record: Optional[RecordOut] = None
+    lease_token: Optional[str] = None
+    attempt: Optional[int] = None
+    resumed: Optional[bool] = None
+    error: Optional[ErrorDetail] = None
+
+
+class BatchClaimResponse(_Out):
+    results: list[BatchItemResult]
+
+
+class RecordResponse(_Out):
+    record: RecordOut
+
+
+class Health(_Out):
+    status: str
+
+
+class WhoAmI(_Out):
+    tenant: str
+    role: Literal["client", "operator"]
+    token: str = Field(description="The token's name (never the token itself).")

@@ -1,0 +1,175 @@
+"""The operators' page's Webhooks section, added to the page's own blueprint by ui.py
+(install: the same session, CSRF check, headers and error pages): the tenant's sources with
+their queues, the deliveries with their attempts, one event (a held body beside the
+original; a failed delivery's last answers), and the Redeliver and Dismiss buttons.
+
+Views only: each parses its fields (ui_forms), calls the gateway's use cases (deliveries,
+sources) or operations.resolve, and renders. Everything is the signed-in operator's tenant.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Optional
+
+from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
+
+from keystore_service import errors
+from keystore_service.web import ui_bodies
+from keystore_service.web.ui_errors import error_page
+from keystore_service.web.ui_forms import (
+    DELIVERY_STATES,
+    FormError,
+    confirmed,
+    cursor,
+    delivery_state,
+    event_ref,
+    optional_int,
+    source_name,
+)
+
+log = logging.getLogger("keystore.ui")
+FAILED_SHOWN = 20  # failed deliveries on the section's first page; the rest on Deliveries
+DELIVERIES_PAGE = 50  # as the API's default page
+DONE = {"redelivered": "Redelivered: the event is queued and goes out again with the same "
+                       "Idempotency-Key.",
+        "dismissed": "Dismissed: the review is closed; nothing was forwarded and the event "
+                     "stays as it was."}
+# The gateway's refusals of a redelivery, said for the page (ui_errors.KNOWN speaks of
+# records being marked, which is not what happened here).
+REFUSED = {
+    errors.InProgress: "The event is queued or being forwarded right now, so it cannot be "
+                       "redelivered. Wait for this attempt's outcome.",
+    errors.AlreadyCompleted: "The event was delivered already. To send it once more, tick "
+                             "“Yes, deliver it again” beside Redeliver anyway.",
+    errors.BodyDropped: "The event's body is no longer kept (it is dropped some time after "
+                        "delivery, by the source's keep_body_seconds), so it cannot be sent "
+                        "again.",
+}
+
+
+def _gateway():
+    return current_app.extensions["keystore"].gateway
+
+
+def _tenant() -> int:
+    return g.ui.tenant_id
+
+
+def _event_url(source: str, event_id: str, done: Optional[str] = None) -> str:
+    return url_for("ui.hook_event", source=source, event_id=event_id, done=done)
+
+
+def hooks():
+    """The section's first page: the sources with their queues, the newest failures."""
+    sources = _gateway().sources.overview(_tenant())
+    failed, more = _gateway().deliveries.list(_tenant(), state="failed", limit=FAILED_SHOWN)
+    return render_template("ui/hooks.html", sources=sources, failed=failed, more=more)
+
+
+def hook_deliveries():
+    args = request.args
+    source = source_name(args["source"]) if args.get("source") else None
+    state, after = delivery_state(args.get("state")), cursor(args.get("cursor"))
+    page, next_cursor = _gateway().deliveries.list(_tenant(), source, state, None,
+                                                   DELIVERIES_PAGE, after)
+    names = [s.name for s, _ in _gateway().sources.overview(_tenant())]
+    return render_template("ui/deliveries.html", items=page, next_cursor=next_cursor,
+                           source=source, state=state, states=DELIVERY_STATES, names=names,
+                           first_page=after is None)
+
+
+def hook_event():
+    source, event_id = event_ref(request.args)
+    detail = _gateway().deliveries.detail(_tenant(), source, event_id)
+    held = next((v for v in detail.reviews if v.kind == "fingerprint_mismatch"), None)
+    failed = next((v for v in detail.reviews if v.kind == "delivery_failed"), None)
+    compare = _held_bodies(detail.event.body, held.kept) if held and held.kept else None
+    return render_template("ui/hook_event.html", d=detail, held=held, failed=failed,
+                           compare=compare, failed_answers=_answers(failed),
+                           headers=_pairs(_json_value(detail.event.headers)),
+                           body=ui_bodies.shown(detail.event.body),
+                           done=DONE.get(request.args.get("done") or ""))
+
+
+def hook_redeliver():
+    source, event_id = event_ref(request.form)
+    force = confirmed(request.form, "force")
+    try:
+        _gateway().deliveries.redeliver(_tenant(), source, event_id, force)
+    except tuple(REFUSED) as exc:
+        message = next(m for c, m in REFUSED.items() if isinstance(exc, c))
+        return error_page(409, message, _event_url(source, event_id))
+    log.info("operator %r redelivered %r/%r%s", g.ui.token_name, source, event_id,
+             " (forced)" if force else "")  # %r: escaped
+    return redirect(_event_url(source, event_id, "redelivered"), 303)
+
+
+def hook_dismiss():
+    """Close the event's review as POST /v1/resolve's `dismiss` does (with the audit row)."""
+    source, event_id = event_ref(request.form)
+    review_id = optional_int(request.form, "review_id", least=1)
+    if review_id is None:
+        raise FormError("review id is missing: use the Dismiss button of a review")
+    current_app.extensions["keystore"].operations.resolve(
+        g.principal, "hook:" + source, event_id, "dismiss", review_id)
+    return redirect(_event_url(source, event_id, "dismissed"), 303)
+
+
+def install(bp: Blueprint, guard: Callable) -> None:
+    """Add the section's views to the page's blueprint, each behind `guard` (ui's
+    operator_page: a signed-in operator, else the sign-in form)."""
+    for method, rule, view in (("GET", "/hooks", hooks),
+                               ("GET", "/hooks/deliveries", hook_deliveries),
+                               ("GET", "/hooks/event", hook_event),
+                               ("POST", "/hooks/redeliver", hook_redeliver),
+                               ("POST", "/hooks/dismiss", hook_dismiss)):
+        bp.add_url_rule(rule, view.__name__, guard(view), methods=[method])
+
+
+def _held_bodies(original: Optional[bytes], kept: str) -> dict:
+    """The original body beside the held one (the review's `kept`: {"headers", "body"}, or
+    {"headers", "body": null, "too_large": n} for a body over 64 KiB)."""
+    held = _json_value(kept)
+    held = held if isinstance(held, dict) else {}
+    body = held.get("body")
+    left = ui_bodies.shown(original)
+    right = ui_bodies.shown(body) if isinstance(body, str) else None
+    lines = ui_bodies.side_by_side(left, right) if left and right else None
+    too_large = held.get("too_large")
+    return {"original": left, "held": right, "lines": lines,
+            "too_large": too_large if type(too_large) is int else None,
+            "headers": _pairs(held.get("headers"))}
+
+
+def _answers(review) -> list[dict]:
+    """A delivery_failed review's last answers ({"attempts": [{at, status_code, error,
+    answer}]}), each field of the expected type or left out."""
+    if review is None or not review.kept:
+        return []
+    kept = _json_value(review.kept)
+    attempts = kept.get("attempts") if isinstance(kept, dict) else None
+    out = []
+    for a in attempts if isinstance(attempts, list) else []:
+        if isinstance(a, dict):
+            out.append({k: a.get(k) if isinstance(a.get(k), t) and type(a.get(k)) is not bool
+                        else None for k, t in (("at", int), ("status_code", int),
+                                               ("error", str), ("answer", str))})
+    return out
+
+
+def _pairs(headers) -> list[tuple[str, str]]:
+    """Stored headers ([[name, value], ...]) as pairs of text; anything else left out."""
+    if not isinstance(headers, list):
+        return []
+    return [(p[0], p[1]) for p in headers
+            if isinstance(p, list) and len(p) == 2 and all(isinstance(x, str) for x in p)]
+
+
+def _json_value(text: str):
+    """Stored JSON the gateway wrote; None if it does not parse (never an error page)."""
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
