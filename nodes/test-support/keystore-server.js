@@ -68,6 +68,7 @@ class KeyStore {
 		const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ks-nodes-'));
 		const store = new KeyStore(dir, await freePort(), { workers, threads });
 		store.tenant = tenant;
+		store.cli('db', 'upgrade'); // the admin commands refuse a database without the schema
 		store.clientToken = store.token(tenant, 'client');
 		store.operatorToken = store.token(tenant, 'operator');
 		await store.resume();
