@@ -20,10 +20,13 @@ function httpInNodes(RED) {
   return httpIn(RED);
 }
 
-/** Serve the loaded flow's "http in" endpoints on 127.0.0.1; resolves to {url, close}. */
-async function serveHttpNodes() {
+/**
+ * Serve the loaded flow's "http in" endpoints on 127.0.0.1 (on `port`, default a free one);
+ * resolves to {url, close}.
+ */
+async function serveHttpNodes(port = 0) {
   const server = http.createServer((req, res) => httpNodeApp(req, res));
-  await new Promise((resolve) => server.listen(0, '127.0.0.1', resolve));
+  await new Promise((resolve) => server.listen(port, '127.0.0.1', resolve));
   return {
     url: `http://127.0.0.1:${server.address().port}`,
     close: () => new Promise((resolve) => { server.closeAllConnections(); server.close(resolve); }),

@@ -1,0 +1,61 @@
+"""docs/webhooks-recipes.md runs as written: its shell blocks that need only the key store
+(the source, a Stripe-signed delivery, the operator's view, the redeliveries, the Zapier
+source, the Node-RED destination, Make's claim and complete, the clean-up) run in one bash,
+in order, against the `keystore serve` the first block starts. Only the ports and the
+database's path are changed, to free ones. The n8n and Node-RED blocks are run by those
+packages' own tests (nodes/*/test/*gateway*)."""
+from __future__ import annotations
+
+import re
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.support import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+PAGE = REPO / "docs" / "webhooks-recipes.md"
+# the blocks that start n8n, Node-RED or the stand-in invoice API
+ELSEWHERE = ("n8n ", "/flows", "http.server")
+
+
+def runnable_blocks() -> list[str]:
+    blocks = re.findall(r"```sh\n(.*?)```", PAGE.read_text(), flags=re.S)
+    return [b for b in blocks if not any(mark in b for mark in ELSEWHERE)]
+
+
+@pytest.mark.skipif(not all(shutil.which(t) for t in ("curl", "jq", "openssl")),
+                    reason="the page's commands use curl, jq and openssl")
+def test_the_key_store_blocks_run_as_written(tmp_path):
+    ports = {"8080": str(free_port()), "5678": str(free_port()), "1880": str(free_port())}
+    script = ["set -euo pipefail"]
+    for i, block in enumerate(runnable_blocks()):
+        for old, new in ports.items():
+            block = block.replace(f"127.0.0.1:{old}", f"127.0.0.1:{new}").replace(
+                f"--port {old}", f"--port {new}")
+        block = block.replace("/tmp/recipes.db", f"{tmp_path}/recipes.db").replace(
+            "/tmp/recipe-", f"{tmp_path}/recipe-")
+        script += [f"echo '### {i}'", block]
+    done = subprocess.run(["bash", "-c", "\n".join(script)], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    parts = re.split(r"^### (\d+)$", done.stdout, flags=re.M)
+    out = {number: text.strip() for number, text in zip(parts[1::2], parts[2::2])}
+    ks = f"http://127.0.0.1:{ports['8080']}"
+
+    # (serve's first start prints the operator token before it)
+    assert re.fullmatch(rf"{ks}/hooks/[A-Za-z0-9_-]{{32,}}", out["0"].split()[-1])
+    assert out["1"] == '{"status":"accepted","event_id":"evt_recipe_1"} 202'
+    # no workflow listens on the destination: queued, retried after "no connection"
+    assert out["2"].startswith('{"state":"queued","attempts":[{"at":')
+    assert '"error":"no connection"' in out["2"]
+    assert out["3"] == out["4"] == ""  # nothing failed, nothing delivered: no redelivery
+    assert re.fullmatch(rf"{ks}/hooks/[A-Za-z0-9_-]{{32,}}", out["5"])  # Zapier's
+    assert out["6"] == f"http://127.0.0.1:{ports['1880']}/stripe-events"
+    assert out["7"].split() == ["acquired", "succeeded", "replay", "INV-1"]
+    assert "8" in out
+    with pytest.raises(ConnectionRefusedError):  # the clean-up stopped the service
+        socket.create_connection(("127.0.0.1", int(ports["8080"])), timeout=5).close()
