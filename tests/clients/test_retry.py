@@ -71,6 +71,15 @@ def test_retry_after_is_a_floor_and_a_too_long_one_gives_up_at_once():
     assert not r.pause(retry_after=3600) and t.sleeps == [2]
 
 
+def test_parse_retry_after_reads_only_what_the_rfc_allows():
+    # str.isdigit() is true for Arabic-Indic and superscript digits, and float() reads
+    # the former: a header the RFC does not allow must not set a pause
+    for odd in ("\u0663", "\u00b3", "1\u0660", "-5", "1.5", "1e3", "0x10", "5 s"):
+        assert parse_retry_after(odd) is None, odd
+    assert parse_retry_after("9" * 400) == 1e9  # capped, never inf
+    assert parse_retry_after("Fri, 15 Jan 99999 08:00:30 GMT") is None
+
+
 def test_parse_retry_after_seconds_and_http_dates():
     assert parse_retry_after("7") == 7.0
     assert parse_retry_after(None) is None and parse_retry_after("soon") is None

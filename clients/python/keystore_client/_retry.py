@@ -83,15 +83,16 @@ class Retrying:
 def parse_retry_after(value: Optional[str],
                       now: Callable[[], float] = time.time) -> Optional[float]:
     """`Retry-After` as seconds from now: delta-seconds or an HTTP date (RFC 9110 10.2.3).
-    None when absent or unreadable; a date in the past is 0."""
+    None when absent or unreadable (delta-seconds are ASCII digits only: `str.isdigit`
+    alone takes "٣" or "³"); a date in the past is 0."""
     if not value:
         return None
     value = value.strip()
-    if value.isdigit():
-        return float(value)
+    if value.isascii() and value.isdigit():
+        return float(min(int(value), 10 ** 9))
     try:
         when = parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
+    except (TypeError, ValueError, IndexError, OverflowError):
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=timezone.utc)
