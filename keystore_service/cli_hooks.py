@@ -43,6 +43,10 @@ def register(main: click.Group, keystore, database, say) -> None:
     @click.option("--destination-secret", default=None,
                   help="whsec_...: sign forwards (Standard Webhooks); '-' reads stdin.")
     @click.option("--timeout", type=click.IntRange(1, 60), default=10, show_default=True)
+    @click.option("--retry-status", "retry_statuses", type=click.IntRange(400, 499),
+                  multiple=True, help="A 4xx answer to retry too (n8n while it starts: 404).")
+    @click.option("--delivered-header", default=None,
+                  help="A 2xx counts as delivered only with this header in the answer.")
     @click.option("--signature-header", default=None, help="generic: the signature's header")
     @click.option("--signature-algorithm", type=click.Choice(["sha256", "sha1"]),
                   default="sha256", show_default=True)
@@ -59,7 +63,8 @@ def register(main: click.Group, keystore, database, say) -> None:
                   help="The key store's address as providers reach it (or KEYSTORE_PUBLIC_URL).")
     def source_create(tenant_name: str, name: str, provider: str, secrets_: tuple,
                       destination: str, headers: tuple, destination_secret: Optional[str],
-                      timeout: int, signature_header: Optional[str], signature_algorithm: str,
+                      timeout: int, retry_statuses: tuple, delivered_header: Optional[str],
+                      signature_header: Optional[str], signature_algorithm: str,
                       signature_encoding: str, signature_prefix: str,
                       event_id_header: Optional[str], event_id_json: tuple, ttl: Optional[int],
                       retry_window: Optional[int], max_in_flight: Optional[int],
@@ -68,7 +73,9 @@ def register(main: click.Group, keystore, database, say) -> None:
         body: dict[str, Any] = {
             "name": name, "provider": provider,
             "destination": {"url": destination, "timeout_seconds": timeout,
-                            "headers": dict(_header(h) for h in headers)}}
+                            "headers": dict(_header(h) for h in headers),
+                            "retry_statuses": list(retry_statuses),
+                            "delivered_header": delivered_header}}
         if secrets_:
             body["secrets"] = [_stdin_if_dash(s) for s in secrets_]
         if destination_secret:

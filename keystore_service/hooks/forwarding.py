@@ -42,6 +42,7 @@ class Result:
     answer: str  # up to 4 KiB of the answer
     retry_after: Optional[str]
     duration_ms: int
+    marked: bool = True  # the answer carried the destination's delivered_header (if any)
 
 
 class Forwarding:
@@ -85,8 +86,10 @@ class Forwarding:
                               timeout=(min(5, source.timeout_seconds), source.timeout_seconds),
                               allow_redirects=False, stream=True) as resp:
                 raw = resp.raw.read(rules.ANSWER_KEPT_BYTES, decode_content=True) or b""
+                mark = source.options.get("forward", {}).get("delivered_header")
                 return Result(resp.status_code, None, rules.answer_text(raw),
-                              resp.headers.get("Retry-After"), _ms(started))
+                              resp.headers.get("Retry-After"), _ms(started),
+                              marked=mark is None or mark in resp.headers)
         except requests.Timeout:
             return Result(None, "timeout", "", None, _ms(started))
         except requests.ConnectionError:
@@ -98,7 +101,9 @@ class Forwarding:
         """Write the attempt's end; None when its lease was taken over meanwhile."""
         now = self.clock()
         source, event = job.source, job.event
-        outcome = rules.classify(result.status) if result.error is None or \
+        forward = source.options.get("forward", {})
+        outcome = rules.classify(result.status, forward.get("retry_statuses", ()),
+                                 result.marked) if result.error is None or \
             result.status is not None else (Outcome.FAILED if _final(result.error)
                                             else Outcome.RETRY)
         after = rules.retry_after(result.retry_after, now)
@@ -116,7 +121,8 @@ class Forwarding:
             self.events.record_attempt(cur, event, now, result.duration_ms, result.status,
                                        result.error, result.answer)
             reason = None if outcome is Outcome.DELIVERED else (
-                result.error or f"HTTP {result.status}")
+                result.error or f"HTTP {result.status}" + (
+                    "" if result.marked else " without the delivered header"))
             self.events.source_error(cur, source.id, reason, now)
             if rules.pauses_source(result.status, after):
                 self.events.pause(cur, source.id, after)

@@ -102,12 +102,12 @@ class Ingest:
         inbound = Inbound(Headers(pairs), body, now // SECOND)
         status = "invalid_signature"
         try:
-            provider.verify(inbound, opened.secrets, source.options)
+            provider.verify(inbound, opened.secrets, source.provider_options)
             status = "invalid_request"
             challenge = provider.handshake(inbound)
             if challenge is not None:
                 return Answer(200, challenge)
-            event_id = provider.event_id(inbound, source.options)
+            event_id = provider.event_id(inbound, source.provider_options)
         except InvalidSignature as exc:
             self.received(source, status)
             raise errors.InvalidSignature(str(exc)) from None

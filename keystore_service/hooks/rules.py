@@ -80,13 +80,20 @@ class Outcome(StrEnum):
 RETRYABLE = frozenset({408, 409, 425, 429})
 
 
-def classify(status: Optional[int]) -> Outcome:
+def classify(status: Optional[int], retry_statuses: Iterable[int] = (),
+             marked: bool = True) -> Outcome:
     """The contract's table: 2xx delivered; 408, 409, 425, 429, 5xx, no connection or a
-    timeout (status None) retried; 1xx, 3xx (redirects are not followed), other 4xx fail."""
-    if status is None or status in RETRYABLE or 500 <= status <= 599:
+    timeout (status None) retried; 1xx, 3xx (redirects are not followed), other 4xx fail.
+
+    Two choices of the destination's, for workflows that answer before they can take an
+    event (n8n while it starts: 200 "n8n is starting up", then 404 until its webhooks are
+    registered): `retry_statuses` (4xx) are retried too, and a 2xx without the destination's
+    `delivered_header` (`marked` False) is retried instead of counted as delivered."""
+    if status is None or status in RETRYABLE or 500 <= status <= 599 \
+            or status in retry_statuses:
         return Outcome.RETRY
     if 200 <= status <= 299:
-        return Outcome.DELIVERED
+        return Outcome.DELIVERED if marked else Outcome.RETRY
     return Outcome.FAILED
 
 

@@ -45,6 +45,7 @@ class Sources:
         forwarding window plus a day, a refused destination)."""
         provider = self._provider(body.provider)
         config = _config(provider.name, _plain(body.signature), _plain(body.event_id))
+        config["forward"] = _forward(body.destination)
         signing = list(body.secrets or [])
         _check_secrets(provider, signing, config)
         dest = body.destination
@@ -94,8 +95,10 @@ class Sources:
         sealed = self.sealer.open(source.sealed)
         config = source.options
         if body.signature is not None or body.event_id is not None:
-            config = _config(provider.name, _plain(body.signature) or config.get("signature"),
-                             _plain(body.event_id) or config.get("event_id"))
+            config = {**_config(provider.name,
+                                _plain(body.signature) or config.get("signature"),
+                                _plain(body.event_id) or config.get("event_id")),
+                      "forward": config.get("forward", {})}
         if body.secrets is not None:
             sealed["secrets"] = list(body.secrets)
         _check_secrets(provider, sealed["secrets"], config)
@@ -104,6 +107,7 @@ class Sources:
             dest = body.destination
             self._check_destination(dest.url, dest.secret)
             sealed.update(headers=dest.headers, destination_secret=dest.secret)
+            config["forward"] = _forward(dest)
             changes.update(destination_url=dest.url, timeout_seconds=dest.timeout_seconds)
         for name_ in ("ttl_seconds", "retry_window_seconds", "max_in_flight",
                       "keep_body_seconds"):
@@ -197,6 +201,12 @@ def _check_secrets(provider: providers.Provider, signing: list[str], config: dic
         except providers.BadSecret as exc:
             raise errors.InvalidRequest(f"secrets.{n}: {exc}",
                                         details={"field": f"secrets.{n}"}) from None
+
+
+def _forward(dest: Any) -> dict:
+    """The destination's forwarding choices kept with the source's options."""
+    return {"retry_statuses": sorted(set(dest.retry_statuses)),
+            "delivered_header": dest.delivered_header}
 
 
 def _check_ttl(ttl: int, retry_window: int) -> None:

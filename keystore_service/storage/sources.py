@@ -43,7 +43,14 @@ class Source:
 
     @property
     def options(self) -> dict:
+        """All the source's options: the provider's (`signature`, `event_id`) and the
+        destination's forwarding choices (`forward`)."""
         return json.loads(self.config)
+
+    @property
+    def provider_options(self) -> dict:
+        """What the provider's rules are given: its options without `forward`."""
+        return {k: v for k, v in self.options.items() if k != "forward"}
 
     @property
     def active(self) -> bool:

@@ -61,6 +61,12 @@ class Destination(_Body):
     secret: Optional[Secret] = Field(None, description="whsec_ + base64 of 24-64 bytes: "
                                                        "forwards are signed (Standard Webhooks)")
     timeout_seconds: Int(1, 60) = 10
+    retry_statuses: Annotated[list[Int(400, 499)], Field(max_length=20)] = Field(
+        default_factory=list, description="4xx answers to retry too (e.g. [404] for an n8n "
+        "webhook while n8n starts and has not registered it yet)")
+    delivered_header: Optional[HeaderName] = Field(None, description=(
+        "A 2xx counts as delivered only when the answer carries this header (set by the "
+        "workflow's own response), so a platform's 'starting up' 200 is retried"))
 
 
 class SourceCreate(_Body):
@@ -111,6 +117,8 @@ class DestinationOut(_Out):
     header_names: list[str]
     has_secret: bool
     timeout_seconds: int
+    retry_statuses: list[int]
+    delivered_header: Optional[str]
 
 
 class QueueOut(_Out):

@@ -72,11 +72,13 @@ class Gateway {
 	 * A `stripe` source named `name` in the key store's tenant, forwarding to `destination`
 	 * (signed with `destinationSecret`, a whsec_ string, when given).
 	 */
-	static create(ks, { destination, destinationSecret, name = 'stripe', timeoutSeconds = 10 }) {
+	static create(ks, { destination, destinationSecret, name = 'stripe', timeoutSeconds = 10, retryStatuses = [], deliveredHeader }) {
 		const args = ['source', 'create', '--tenant', ks.tenant, '--name', name, '--provider', 'stripe',
 			'--secret', STRIPE_SECRET, '--destination', destination, '--timeout', String(timeoutSeconds),
 			'--public-url', ks.url];
 		if (destinationSecret) args.push('--destination-secret', destinationSecret);
+		for (const status of retryStatuses) args.push('--retry-status', String(status));
+		if (deliveredHeader) args.push('--delivered-header', deliveredHeader);
 		const ingestUrl = ks.cli(...args).split('\n').pop();
 		return new Gateway(ks, name, ingestUrl);
 	}

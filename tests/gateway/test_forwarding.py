@@ -98,6 +98,42 @@ def test_redirects_are_not_followed(gw, sink, forwarding):
     assert pump(forwarding) == ["failed"] and len(sink.requests) == 1
 
 
+def test_a_starting_workflow_is_retried_with_the_destinations_choices(gw, sink, forwarding,
+                                                                       clock):
+    # n8n while it starts: 200 "starting up" (no header of the workflow's), then 404 until
+    # its webhooks are registered, then the workflow's own answer with its marker header.
+    answers = [200, 404, (200, {"X-Workflow-Took": "1"})]
+    sink.answer = lambda n, r: answers[n]
+    source = create_source(gw, gw.token, sink.url, destination={
+        "url": sink.url, "retry_statuses": [404, 404], "delivered_header": "X-Workflow-Took"})
+    shown = gw.get("/v1/sources/shop")[1]["source"]["destination"]
+    assert shown["retry_statuses"] == [404] and shown["delivered_header"] == "X-Workflow-Took"
+    deliver(gw, source)
+    assert pump(forwarding) == ["retry"]
+    assert gw.get("/v1/sources/shop")[1]["source"]["last_error"] == \
+        "HTTP 200 without the delivered header"
+    clock.advance(1.01)
+    assert pump(forwarding) == ["retry"]
+    clock.advance(2.01)
+    assert pump(forwarding) == ["delivered"]
+    assert [a.get("status_code") for a in delivery(gw)["attempts"]] == [200, 404, 200]
+    assert record(gw)["state"] == "succeeded"
+
+
+def test_without_the_choices_a_404_fails_and_any_2xx_delivers(gw, sink, forwarding):
+    sink.answer = lambda n, r: 404
+    deliver(gw, create_source(gw, gw.token, sink.url))
+    assert pump(forwarding) == ["failed"]
+    status, body, _ = gw.post("/v1/sources", {
+        "name": "bad", "provider": "testing", "secrets": ["s"],
+        "destination": {"url": sink.url, "retry_statuses": [500]}})
+    assert status == 400 and body["error"]["code"] == "invalid_request"
+    status, body, _ = gw.post("/v1/sources", {
+        "name": "bad", "provider": "testing", "secrets": ["s"],
+        "destination": {"url": sink.url, "delivered_header": "X-Bad\r\nInjected: 1"}})
+    assert status == 400 and body["error"]["code"] == "invalid_request"
+
+
 def test_a_429_with_retry_after_pauses_the_whole_source(gw, sink, forwarding, clock):
     sink.answer = lambda n, r: (429, {"Retry-After": "30"}) if n == 0 else 200
     source = create_source(gw, gw.token, sink.url)

@@ -43,7 +43,7 @@ def test_the_key_store_blocks_run_as_written(tmp_path):
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     parts = re.split(r"^### (\d+)$", done.stdout, flags=re.M)
-    out = {number: text.strip() for number, text in zip(parts[1::2], parts[2::2])}
+    out = {number: text.strip() for number, text in zip(parts[1::2], parts[2::2], strict=True)}
     ks = f"http://127.0.0.1:{ports['8080']}"
 
     # (serve's first start prints the operator token before it)
