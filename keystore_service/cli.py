@@ -18,6 +18,7 @@ from pathlib import Path
 import click
 
 from keystore_service import cli_hooks, config_report, logs, server
+from keystore_service.cli_numbers import Decimal, Whole
 from keystore_service.service.claims import system_clock
 from keystore_service.settings import Settings, load
 from keystore_service.storage import backup, migrate
@@ -89,11 +90,11 @@ def main() -> None:
 
 @main.command(help="Migrate the database, then serve HTTP with gunicorn (gthread workers).")
 @click.option("--host", default="127.0.0.1", show_default=True)
-@click.option("--port", default=8080, show_default=True, type=click.IntRange(1, 65535))
+@click.option("--port", default=8080, show_default=True, type=Whole(1, 65535))
 @click.option("--workers", default=server.default_workers(), show_default=True,
-              type=click.IntRange(1, 64))
+              type=Whole(1, 64))
 @click.option("--threads", default=server.THREADS, show_default=True,
-              type=click.IntRange(1, 64))
+              type=Whole(1, 64))
 def serve(host: str, port: int, workers: int, threads: int) -> None:
     settings = _settings()
     try:
@@ -113,7 +114,7 @@ def _keystore():
 
 @main.command(help="Move in-progress records whose lease ran out to needs_reconciliation "
                    "(or free them, under on_stale retry). Safe beside running services.")
-@click.option("--batch", default=500, show_default=True, type=click.IntRange(1, 10_000))
+@click.option("--batch", default=500, show_default=True, type=Whole(1, 10_000))
 def reconcile(batch: int) -> None:
     ks = _keystore()
     done = ks.jobs.reconcile(batch=batch)
@@ -122,8 +123,8 @@ def reconcile(batch: int) -> None:
 
 
 @main.command(help="Purge expired records in short batches. Safe beside running services.")
-@click.option("--batch", default=500, show_default=True, type=click.IntRange(1, 100_000))
-@click.option("--pause-ratio", default=1.0, show_default=True, type=click.FloatRange(0, 100),
+@click.option("--batch", default=500, show_default=True, type=Whole(1, 100_000))
+@click.option("--pause-ratio", default=1.0, show_default=True, type=Decimal(0, 100),
               help="Pause after each batch this many times as long as it took (0: none), "
                    "so that claims are not starved while it runs.")
 def sweep(batch: int, pause_ratio: float) -> None:
@@ -235,7 +236,8 @@ def token_create(tenant_name: str, role: str, name: str | None) -> None:
     except AccountError as exc:
         raise click.ClickException(str(exc)) from None
     click.echo(value)
-    _say(f"keystore: created a {role} token for tenant {tenant_name!r}; store it now, "
+    article = "an" if role == "operator" else "a"
+    _say(f"keystore: created {article} {role} token for tenant {tenant_name!r}; store it now, "
          "it is not shown again")
 
 
@@ -257,8 +259,10 @@ def token_revoke(tenant_name: str, name: str) -> None:
                            "service runs (SQLite: online backup; PostgreSQL: pg_dump).")
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 def db_backup(path: Path) -> None:
+    url = _settings().database_url
+    _say(f"keystore: database {migrate.describe(url)}")
     try:
-        done = backup.backup(_settings().database_url, path)
+        done = backup.backup(url, path)
     except backup.BackupError as exc:
         raise click.ClickException(str(exc)) from None
     _say(f"keystore: backup of schema {done.revision} written to {done.path} "
@@ -270,8 +274,10 @@ def db_backup(path: Path) -> None:
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--force", is_flag=True, help="Replace a database that already has tables.")
 def db_restore(path: Path, force: bool) -> None:
+    url = _settings().database_url
+    _say(f"keystore: database {migrate.describe(url)}")
     try:
-        revision = backup.restore(path, _settings().database_url, force=force)
+        revision = backup.restore(path, url, force=force)
     except backup.BackupError as exc:
         raise click.ClickException(str(exc)) from None
     _say(f"keystore: restored {path}; schema at revision {revision}")

@@ -14,6 +14,7 @@ import click
 from pydantic import ValidationError
 
 from keystore_service import errors
+from keystore_service.cli_numbers import Decimal, Whole
 from keystore_service.service.sealing import Sealer
 from keystore_service.web import hook_schemas
 from keystore_service.web.render import rfc3339, validation_details
@@ -42,8 +43,8 @@ def register(main: click.Group, keystore, database, say) -> None:
     @click.option("--header", "headers", multiple=True, help="'Name: value' for every forward.")
     @click.option("--destination-secret", default=None,
                   help="whsec_...: sign forwards (Standard Webhooks); '-' reads stdin.")
-    @click.option("--timeout", type=click.IntRange(1, 60), default=10, show_default=True)
-    @click.option("--retry-status", "retry_statuses", type=click.IntRange(400, 499),
+    @click.option("--timeout", type=Whole(1, 60), default=10, show_default=True)
+    @click.option("--retry-status", "retry_statuses", type=Whole(400, 499),
                   multiple=True, help="A 4xx answer to retry too (n8n while it starts: 404).")
     @click.option("--delivered-header", default=None,
                   help="A 2xx counts as delivered only with this header in the answer.")
@@ -56,9 +57,9 @@ def register(main: click.Group, keystore, database, say) -> None:
     @click.option("--event-id-header", default=None, help="generic: the event id's header")
     @click.option("--event-id-json", multiple=True,
                   help="generic: a JSON pointer of the event id (repeat to join several)")
-    @click.option("--ttl", type=int, default=None)
-    @click.option("--retry-window", type=int, default=None)
-    @click.option("--max-in-flight", type=int, default=None)
+    @click.option("--ttl", type=Whole(1), default=None)
+    @click.option("--retry-window", type=Whole(1), default=None)
+    @click.option("--max-in-flight", type=Whole(1), default=None)
     @click.option("--public-url", default=None,
                   help="The key store's address as providers reach it (or KEYSTORE_PUBLIC_URL).")
     def source_create(tenant_name: str, name: str, provider: str, secrets_: tuple,
@@ -133,7 +134,7 @@ def register(main: click.Group, keystore, database, say) -> None:
     @click.option("--source", "source_name", default=None)
     @click.option("--state", type=click.Choice(["queued", "delivering", "delivered", "failed"]),
                   default=None)
-    @click.option("--limit", type=click.IntRange(1, 500), default=50, show_default=True)
+    @click.option("--limit", type=Whole(1, 500), default=50, show_default=True)
     def deliveries(tenant_name: str, source_name: Optional[str], state: Optional[str],
                    limit: int) -> None:
         ks = keystore()
@@ -152,15 +153,21 @@ def register(main: click.Group, keystore, database, say) -> None:
     @click.option("--force", is_flag=True, help="Also an event that was delivered.")
     def redeliver(tenant_name: str, source_name: str, event_id: str, force: bool) -> None:
         ks = keystore()
-        _run(lambda: ks.gateway.deliveries.redeliver(_tenant(ks, tenant_name), source_name,
-                                                     event_id, force))
+        try:
+            ks.gateway.deliveries.redeliver(_tenant(ks, tenant_name), source_name, event_id,
+                                            force)
+        except errors.AlreadyCompleted:
+            raise click.ClickException("the event was delivered; redeliver it with --force "
+                                       "(its workflow then runs again)") from None
+        except errors.KeystoreError as exc:
+            raise click.ClickException(exc.message) from None
         say(f"keystore: {event_id!r} of {source_name!r} is queued again")
 
     @main.command(help="Forward accepted events until stopped (SIGTERM or Ctrl-C); run as "
                        "many as you like, on any hosts sharing the database.")
-    @click.option("--concurrency", type=click.IntRange(1, 256), default=None,
+    @click.option("--concurrency", type=Whole(1, 256), default=None,
                   help="Forwards at once (default KEYSTORE_RELAY_CONCURRENCY).")
-    @click.option("--progress", type=click.FloatRange(0), default=10.0, show_default=True,
+    @click.option("--progress", type=Decimal(0, 86400), default=10.0, show_default=True,
                   help="Seconds between progress lines on stderr (0: none).")
     def relay(concurrency: Optional[int], progress: float) -> None:
         ks = keystore()
@@ -225,7 +232,11 @@ def _shown_json(s) -> dict:
     src = s.source
     return {"name": src.name, "provider": src.provider, "state": src.state,
             "destination": {"url": src.destination_url, "header_names": s.header_names,
-                            "has_secret": s.has_destination_secret},
+                            "has_secret": s.has_destination_secret,
+                            "retry_statuses": src.options.get("forward", {}).get(
+                                "retry_statuses", []),
+                            "delivered_header": src.options.get("forward", {}).get(
+                                "delivered_header")},
             "secrets": s.secret_count, "ttl_seconds": src.ttl_seconds,
             "retry_window_seconds": src.retry_window_seconds,
             "max_in_flight": src.max_in_flight, "last_error": src.last_error,

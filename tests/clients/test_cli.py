@@ -184,3 +184,21 @@ def test_large_output_is_kept_as_a_tail_within_the_result_limit(service, scope, 
     again = cli(service, "run", "--scope", scope, "--key", "k", "--", "sh", "-c", script)
     assert again.returncode == 0 and again.stdout.endswith("x\nEND\n")
     assert len(again.stdout) < size  # what is stored is the tail
+
+
+@pytest.mark.parametrize("args", [
+    ("--timeout", "nan", "lookup", "--scope", "s", "--key", "k"),
+    ("--timeout", "inf", "lookup", "--scope", "s", "--key", "k"),
+    ("lookup", "--scope", "s", "--key", "k", "--wait", "٣"),
+    ("lookup", "--scope", "s", "--key", "k", "--wait", "31"),
+    ("run", "--scope", "s", "--key", "k", "--lease-seconds", "٦٠", "--", "true"),
+    ("run", "--scope", "s", "--key", "k", "--ttl-seconds", "1e9", "--", "true"),
+    ("each", "--scope", "s", "--key-field", "id", "--batch", "²", "--", "true"),
+    ("each", "--scope", "s", "--key-field", "id", "--progress", "nan", "--", "true"),
+])
+def test_numbers_are_ascii_finite_and_in_range(args):
+    # int() reads "٦٠" as 60 and float() takes "nan", which passes any bound check
+    out = subprocess.run([CLI, "--url", "http://127.0.0.1:9", "--token", "t", *args],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 64, (args, out.stderr)  # usage, before anything is sent
+    assert "error: argument --" in out.stderr and "Traceback" not in out.stderr

@@ -223,3 +223,32 @@ def test_a_tenant_name_with_control_characters_is_not_echoed_raw(database_url):
         assert out.returncode != 0
         assert "\r" not in out.stderr and "\nkeystore: created" not in out.stderr, out.stderr
         assert "no tenant 'evil\\r\\nkeystore: created a token'" in out.stderr
+
+
+def test_backup_and_restore_name_their_database_and_tokens_read_right(database_url, tmp_path):
+    made = keystore_cli(database_url, "token", "create", "--tenant", "default", "--role",
+                        "operator", check=False)
+    if "no tenant" in made.stderr:
+        keystore_cli(database_url, "tenant", "create", "default")
+        made = keystore_cli(database_url, "token", "create", "--tenant", "default", "--role",
+                            "operator")
+    assert "created an operator token" in made.stderr
+    client = keystore_cli(database_url, "token", "create", "--tenant", "default")
+    assert "created a client token" in client.stderr
+    backup = keystore_cli(database_url, "db", "backup", str(tmp_path / "b"), check=False)
+    first = backup.stderr.splitlines()[0]
+    assert first.startswith("keystore: database "), backup.stderr
+
+
+@pytest.mark.parametrize("args", [
+    ("serve", "--port", "٨٠٨٠"), ("serve", "--port", "0"), ("serve", "--port", "65536"),
+    ("serve", "--workers", "²"), ("sweep", "--batch", "1e3"), ("sweep", "--batch", " 5"),
+    ("sweep", "--batch", "99999999999999999999"), ("sweep", "--pause-ratio", "nan"),
+    ("sweep", "--pause-ratio", "inf"), ("relay", "--progress", "nan"),
+    ("relay", "--concurrency", "٤"), ("deliveries", "--source", "s", "--limit", "-1"),
+])
+def test_numbers_on_the_command_line_are_ascii_finite_and_in_range(database_url, args):
+    # int() reads "٨٠٨٠" as 8080 and click's FloatRange lets "nan" through its bounds
+    out = keystore_cli(database_url, *args, check=False)
+    assert out.returncode == 2, (args, out.stderr)
+    assert "Traceback" not in out.stderr and "Invalid value" in out.stderr

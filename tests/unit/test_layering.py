@@ -17,7 +17,8 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "keystore_service"
 LAYERS = ["domain", "storage", "service", "hooks", "web"]  # each may import those before it
 BESIDE = {"errors", "settings", "logs"}  # any layer may import these (they import nothing)
-WIRING = {"app", "cli", "cli_hooks", "server", "gunicorn_conf", "gateway", "config_report"}
+WIRING = {"app", "cli", "cli_hooks", "cli_numbers", "server", "gunicorn_conf", "gateway",
+          "config_report"}
 SQL = {"storage.tables", "storage.sql", "storage.db"}  # only storage/ (and wiring) use them
 
 

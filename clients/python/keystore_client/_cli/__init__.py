@@ -18,6 +18,7 @@ from typing import Optional
 from .._client import DEFAULT_TIMEOUT, KeyStore, __version__
 from .._exceptions import KeyStoreError
 from . import each, exits, keys, lookup, run
+from .numbers import seconds
 from .output import say
 
 COMMANDS = (run, each, lookup, keys)
@@ -36,7 +37,7 @@ def parser() -> argparse.ArgumentParser:
                    help="the key store's base URL (default: $KEYSTORE_URL)")
     p.add_argument("--token", default=os.environ.get("KEYSTORE_TOKEN"),
                    help="a bearer token (default: $KEYSTORE_TOKEN; prefer the variable)")
-    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+    p.add_argument("--timeout", type=seconds(0.1, 3600), default=DEFAULT_TIMEOUT,
                    help="seconds per HTTP request (default: %(default)s)")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="no notes on stderr (errors are still printed)")

@@ -38,6 +38,7 @@ from . import exits
 from .capture import FORWARDED, Finished, run_command
 from .claims import claim_lines, reason
 from .lines import Fields, Line, Reader, batches
+from .numbers import seconds, whole
 from .output import say
 from .run import result_body
 from .tally import Tally
@@ -60,30 +61,20 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--payload-field", metavar="P",
                    help="what the record is about, compared on repeats (default: the whole "
                         "line)")
-    p.add_argument("--batch", type=_batch_size, default=100, metavar="N",
+    p.add_argument("--batch", type=whole(1, MAX_ITEMS), default=100, metavar="N",
                    help=f"lines per claim, 1-{MAX_ITEMS} (default: 100)")
     p.add_argument("--on-failure", choices=("release", "record"), default="release",
                    help="non-zero exit: release the record for the next run (default), or "
                         "record the failure so that this version is not run again")
-    p.add_argument("--lease-seconds", type=int, default=60, metavar="SECONDS",
+    p.add_argument("--lease-seconds", type=whole(1), default=60, metavar="SECONDS",
                    help="lease, renewed in the background for the whole batch (default: 60)")
-    p.add_argument("--ttl-seconds", type=int, metavar="SECONDS",
+    p.add_argument("--ttl-seconds", type=whole(1), metavar="SECONDS",
                    help="how long outcomes are remembered (default: the service's, 72 h); "
                         "longer than any overlap of the fetch windows")
-    p.add_argument("--progress", type=float, default=10.0, metavar="SECONDS",
+    p.add_argument("--progress", type=seconds(0, 86400), default=10.0, metavar="SECONDS",
                    help="a progress line on stderr every SECONDS (default: 10; 0: each line)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command and its arguments")
     p.set_defaults(handler=main, needs_keystore=True)
-
-
-def _batch_size(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        n = 0
-    if not 1 <= n <= MAX_ITEMS:
-        raise argparse.ArgumentTypeError(f"a whole number from 1 to {MAX_ITEMS}")
-    return n
 
 
 def main(args: argparse.Namespace, ks: KeyStore) -> int:

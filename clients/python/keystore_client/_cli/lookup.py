@@ -9,6 +9,7 @@ from typing import Any
 from .._client import KeyStore
 from .._exceptions import Expired, NotFound
 from . import exits
+from .numbers import whole
 from .output import say
 
 
@@ -18,7 +19,7 @@ def add_parser(sub: Any) -> None:
                                    "is none (or only an expired one).")
     p.add_argument("--scope", required=True)
     p.add_argument("--key", required=True)
-    p.add_argument("--wait", type=int, metavar="SECONDS",
+    p.add_argument("--wait", type=whole(1, 30), metavar="SECONDS",
                    help="wait up to 1-30 s while the record is in progress")
     p.set_defaults(handler=main, needs_keystore=True)
 

@@ -20,6 +20,7 @@ from .._client import MAX_WAIT_SECONDS, KeyStore
 from .._models import Record
 from . import exits
 from .capture import Finished, run_command
+from .numbers import whole
 from .output import note, say
 
 MAX_RESULT_BYTES = 200 * 1024  # under the contract's 256 KiB result body, with a margin
@@ -41,9 +42,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--wait", type=_wait, default=float(MAX_WAIT_SECONDS), metavar="SECONDS",
                    help=f"how long to wait for another run holding the key, 0-"
                         f"{MAX_WAIT_SECONDS} (default: {MAX_WAIT_SECONDS})")
-    p.add_argument("--lease-seconds", type=int, default=60, metavar="SECONDS",
+    p.add_argument("--lease-seconds", type=whole(1), default=60, metavar="SECONDS",
                    help="lease, renewed in the background while the command runs (default: 60)")
-    p.add_argument("--ttl-seconds", type=int, metavar="SECONDS",
+    p.add_argument("--ttl-seconds", type=whole(1), metavar="SECONDS",
                    help="how long the outcome is remembered (default: the service's, 72 h)")
     p.add_argument("command", nargs=argparse.REMAINDER, help="the command and its arguments")
     p.set_defaults(handler=main, needs_keystore=True)
