@@ -91,12 +91,23 @@ class Gateway {
 
 	/** One delivery of `body` by "Stripe", freshly signed as Stripe signs each attempt. */
 	async deliver(body) {
-		const response = await fetch(this.ingestUrl, {
+		const send = () => fetch(this.ingestUrl, {
 			method: 'POST',
 			headers: { 'Content-Type': 'application/json; charset=utf-8', 'Stripe-Signature': stripeSignature(body) },
 			body,
 			signal: AbortSignal.timeout(60_000),
 		});
+		let response;
+		try {
+			response = await send();
+		} catch (error) {
+			// A kept-alive connection the server closed as fetch reused it (seen once under a
+			// load average of 16): the request never got an answer, so send it again, as
+			// Stripe resends whatever got no answer. Any other error is the test's failure.
+			const code = error.cause?.code;
+			if (!['ECONNRESET', 'EPIPE', 'UND_ERR_SOCKET'].includes(code)) throw error;
+			response = await send();
+		}
 		return { status: response.status, body: await response.json(), replayed: response.headers.get('idempotent-replayed') };
 	}
 
