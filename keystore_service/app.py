@@ -72,7 +72,8 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
     observed = metrics.Metrics(settings.metrics_max_scopes, Gauges(database))
     reviews = ReviewStore(database)
     service = KeyStoreService(records, reviews, clock, observed, traces=TraceStore(database),
-                              late_window_seconds=settings.late_repeat_window_seconds)
+                              late_window_seconds=settings.late_repeat_window_seconds,
+                              group_commit=settings.group_commit)
     ks = Keystore(settings, database, service, accounts,
                     Authenticator(accounts, settings.token_cache_seconds),
                     BatchClaims(service), Operations(service),

@@ -65,6 +65,9 @@ class Settings(BaseSettings):
     # proxy's address(es) or networks, comma-separated, or "*". Loopback by default, as
     # gunicorn's own default: a proxy on the same host (docs/deployment.md).
     forwarded_allow_ips: str = "127.0.0.1,::1"
+    # Group commit (docs/benchmarks.md): claims that a worker's threads make at the same time
+    # go to the database as one statement and one commit; a lone claim still goes at once.
+    group_commit: bool = True
     metrics_max_scopes: int = Field(100, ge=1, le=10_000)
     # Requests that wait (GET /v1/keys?wait=) may hold this share of a worker's threads (never
     # all of them), and one token this share of those seats; past either, the request is

@@ -17,6 +17,7 @@ from keystore_service import errors
 from keystore_service.domain import records as domain
 from keystore_service.domain.records import Action, Micros, Outcome, Record, State, Verdict
 from keystore_service.domain.upkeep import claim_changes
+from keystore_service.service.grouping import Groups
 from keystore_service.storage.accounts import hash_token
 from keystore_service.storage.records import RecordStore, new_record_values
 from keystore_service.storage.reviews import Review, ReviewStore
@@ -85,12 +86,16 @@ class Events:
     def late_repeat(self, scope: str) -> None:
         pass
 
+    def claim_group(self, size: int) -> None:
+        """A claim statement was sent carrying `size` claims (group commit)."""
+
 
 class KeyStoreService:
     def __init__(self, records: RecordStore, reviews: ReviewStore, clock: Clock = system_clock,
                  events: Optional[Events] = None, outage_seconds: float = 5.0,
                  sleep: Callable[[float], None] = time.sleep,
-                 traces: Optional[TraceStore] = None, late_window_seconds: int = 0):
+                 traces: Optional[TraceStore] = None, late_window_seconds: int = 0,
+                 group_commit: bool = False):
         self.records = records
         self.reviews = reviews
         self.traces = traces
@@ -99,6 +104,11 @@ class KeyStoreService:
         self.sleep = sleep
         self.events = events or Events()
         self.outage_seconds = outage_seconds
+        # Concurrent claims of this process as one statement and one commit (grouping.py).
+        self.groups: Optional[Groups] = Groups(
+            lambda many: self.records.claim_many(many),
+            lambda values: self.records.claim_with_trace(values),
+            sent=lambda size: self.events.claim_group(size)) if group_commit else None
 
     # --- claim -------------------------------------------------------------------------
 
@@ -154,7 +164,7 @@ class KeyStoreService:
                 token: str, now: Micros) -> Claimed:
         token_hash = values["lease_token_hash"]
         for _ in range(ROUNDS):
-            row, hint = self.records.claim_with_trace(values)  # insert-or-count: one statement
+            row, hint = self._insert_or_count(values)  # one statement, perhaps shared
             if row is not None:
                 if row.lease_token_hash != token_hash:
                     return _answer(domain.decide_claim(row, query, now).outcome, row, now)
@@ -197,6 +207,12 @@ class KeyStoreService:
                     return Claimed(Outcome.ACQUIRED, new, token)
                 return _answer(decision.outcome, new, now)
         raise errors.Unavailable("too much contention on this key; try again")
+
+    def _insert_or_count(self, values: dict) -> tuple[Optional[Record], Optional[tuple]]:
+        if self.groups is None:
+            return self.records.claim_with_trace(values)
+        key = (values["tenant_id"], values["scope"], values["key"])
+        return self.groups.submit(key, values) or (None, None)
 
     def _late(self, cur, c: Claim, new: Record, trace: Optional[domain.Trace], token: str,
               now: Micros) -> Claimed | errors.KeystoreError:

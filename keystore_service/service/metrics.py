@@ -35,6 +35,11 @@ MISMATCHES = Counter("keystore_fingerprint_mismatches_total",
                      "Repeats refused for a different payload", ["scope"])
 DB_ERRORS = Counter("keystore_database_errors_total",
                     "Requests answered 503 because the database did not answer", ["kind"])
+CLAIM_GROUPS = Counter("keystore_claim_groups_total", "Claim statements sent (group commit: "
+                       "one statement and one commit for the claims that came together)")
+CLAIM_GROUP_MEMBERS = Counter("keystore_claim_group_members_total",
+                              "Claims those statements carried (members / groups: the mean "
+                              "group size)")
 DURATION = Histogram("keystore_request_duration_seconds", "Request duration by endpoint",
                      ["endpoint"], buckets=LATENCY_BUCKETS)
 _REPEATS = frozenset({"replay", "in_progress", "needs_reconciliation"})
@@ -88,6 +93,10 @@ class Metrics(Events):
     def forward(self, tenant: str, source: str, outcome: str, seconds: float) -> None:
         HOOK_FORWARDS.labels(tenant, source, outcome).inc()
         FORWARD_DURATION.labels(tenant, source).observe(seconds)
+
+    def claim_group(self, size: int) -> None:
+        CLAIM_GROUPS.inc()
+        CLAIM_GROUP_MEMBERS.inc(size)
 
     def database_error(self, kind: str = "unavailable") -> None:
         DB_ERRORS.labels(kind).inc()
@@ -166,7 +175,8 @@ def exposition(gauges: Gauges, clock, max_scopes: int = 100) -> bytes:
         multiprocess.MultiProcessCollector(registry)
     else:
         for metric in (CLAIMS, DUPLICATES, MISMATCHES, DB_ERRORS, DURATION, HOOKS_RECEIVED,
-                       HOOK_FORWARDS, FORWARD_DURATION, LATE_REPEATS):
+                       HOOK_FORWARDS, FORWARD_DURATION, LATE_REPEATS, CLAIM_GROUPS,
+                       CLAIM_GROUP_MEMBERS):
             registry.register(metric)
     registry.register(OpenReviews(gauges, clock))
     registry.register(LeaseExpiries(gauges, max_scopes))

@@ -71,12 +71,11 @@ class RecordStore:
                         lt.c.key == literal_column('records."key"'))
         trace = [select(column).where(same_key).scalar_subquery()
                  for column in (lt.c.fingerprint, lt.c.expired_at)]
-        self._claim = Sql(ins.on_conflict_do_update(
-            index_elements=[R.tenant_id, R.scope, R.key],
-            set_={"duplicate_count": R.duplicate_count + 1,
-                  "last_seen_at": ins.excluded.last_seen_at},
-            where=counted_repeat_sql(R, ins.excluded),
-        ).returning(*records.c, *trace), dialect)
+        self._claim = Sql(_insert_or_count(ins, trace), dialect)
+        self._claims: dict[int, Sql] = {1: Sql(_insert_or_count(
+            (sqlite if db.sqlite else postgresql).insert(records).values(_numbered(0)), trace),
+            dialect)}
+        self._trace_columns = trace
         self._trace = Sql(select(late_traces).where(
             T.tenant_id == bindparam("tenant_id"), T.scope == bindparam("scope"),
             T.key == bindparam("key")), dialect)
@@ -154,6 +153,27 @@ class RecordStore:
         width = len(records.c)
         return Record(*row[:width]), (row[width], row[width + 1]) if row[width] else None
 
+    def claim_many(self, many: list[dict]) -> dict[tuple, tuple[Record, Optional[tuple]]]:
+        """claim_with_trace() of several claims (distinct keys) in one statement and one
+        commit (group commit, service/grouping.py): by (tenant_id, scope, key), the row and
+        trace of each claim whose statement would have returned one. In key order, as every
+        multi-row write here, so two groups cannot deadlock on each other's new keys."""
+        many = sorted(many, key=lambda v: (v["tenant_id"], v["scope"], v["key"]))
+        stmt = self._claims.get(len(many))
+        if stmt is None:
+            ins = (sqlite if self.db.sqlite else postgresql).insert(records).values(
+                [_numbered(i) for i in range(len(many))])
+            stmt = self._claims[len(many)] = Sql(
+                _insert_or_count(ins, self._trace_columns), self._dialect)
+        params = {f"g{i}_{name}": value for i, values in enumerate(many)
+                  for name, value in values.items()}
+        with self.db.connection() as c:
+            rows = stmt.all(c, params)
+        width = len(records.c)
+        return {(row[1], row[2], row[3]): (
+            Record(*row[:width]), (row[width], row[width + 1]) if row[width] else None)
+            for row in rows}
+
     def trace(self, cur: Any, tenant_id: int, scope: str, key: str) -> Optional[domain.Trace]:
         row = self._trace.one(cur, {"tenant_id": tenant_id, "scope": scope, "key": key})
         return domain.Trace(*row[3:]) if row else None
@@ -198,6 +218,22 @@ class RecordStore:
 
     def transaction(self):
         return self.db.transaction()
+
+
+def _insert_or_count(ins: Any, trace: list) -> Any:
+    """The claim's statement around an INSERT of one row or several (`ins`)."""
+    return ins.on_conflict_do_update(
+        index_elements=[R.tenant_id, R.scope, R.key],
+        set_={"duplicate_count": R.duplicate_count + 1,
+              "last_seen_at": ins.excluded.last_seen_at},
+        where=counted_repeat_sql(R, ins.excluded),
+    ).returning(*records.c, *trace)
+
+
+def _numbered(i: int) -> dict:
+    """The i-th row of a multi-row claim, its parameters named `g<i>_<column>` (not
+    `<column>_<i>`: SQLAlchemy names the `+ 1` of the counter `duplicate_count_1`)."""
+    return {name: bindparam(f"g{i}_{name}") for name in _INSERT_COLUMNS}
 
 
 def new_record_values(tenant_id: int, scope: str, key: str, fingerprint: Optional[str],
