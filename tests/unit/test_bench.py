@@ -115,3 +115,30 @@ def test_targets_are_judged_the_right_way_round():
     assert by_name["PostgreSQL: batch keys/s / raw insert keys/s"]["value"] == 0.6
     assert by_name["PostgreSQL: max RSS per worker (MiB)"]["met"] is True
     assert by_name["PostgreSQL: claim p99 during the sweep / before"]["met"] is None
+
+
+def test_layouts_are_read_and_summed_as_ratios_to_the_same_layouts_lookup():
+    from bench import layouts
+    assert layouts.parse_layout("on-4x16") == ("on-4x16", True, 4, 16)
+    assert layouts.parse_layout("off-2x32")[1:] == (False, 2, 32)
+    assert layouts.parse_layout("on+later-4x16")[1:] == (True, 4, 16)
+    for bad in ("on-4x", "yes-4x4", "on-٤x4"):
+        try:
+            layouts.parse_layout(bad)
+        except argparse.ArgumentTypeError:
+            continue
+        raise AssertionError(f"{bad!r} was accepted")
+    rounds = {"noop": [100, 90, 110], "lookup": [50, 60, 40], "claim_new": [40, 41, 39],
+              "claim_new_64": [45] * 3, "replay": [48] * 3, "hot_keys": [30] * 3,
+              "batch": [2] * 3}
+    runs = {"on-4x16": {s: [{"rps": v, "p99_ms": 1.0, "bad": 0} for v in vs]
+                        for s, vs in rounds.items()}}
+    extra = {"on-4x16": {"group": [3.0, 5.0, 4.0], "rss_mb": [90.0, 95.0, 91.0]}}
+    a = argparse.Namespace(rounds=3, seconds=6)
+    out = layouts._summary("postgres", [layouts.parse_layout("on-4x16")], runs, extra,
+                           {"noop_p99_ms": 2.0, "claim_p99_ms": 3.0}, a)
+    row = out["layouts"]["on-4x16"]
+    assert row["vs_lookup"]["claim_new"] == 0.8  # medians: 40 / 50
+    assert row["claims_64_over_16"] == round(45 / 40, 3)
+    assert (row["mean_group_at_64"], row["worker_rss_mb"], row["batch_keys_per_s"]) == (
+        4.0, 95.0, 2000)
