@@ -5,6 +5,7 @@ No side effects at import. `gunicorn 'keystore_service.app:create_app()'` works,
 """
 from __future__ import annotations
 
+import atexit
 import logging
 import time
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from keystore_service.service import metrics
 from keystore_service.service.auth import Authenticator
 from keystore_service.service.batch import BatchClaims
 from keystore_service.service.claims import Clock, KeyStoreService, system_clock
+from keystore_service.service.counting import RepeatCounts
 from keystore_service.service.jobs import Jobs, Timer
 from keystore_service.service.operations import Operations
 from keystore_service.service.waiting import WaitSeats
@@ -73,7 +75,8 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
     reviews = ReviewStore(database)
     service = KeyStoreService(records, reviews, clock, observed, traces=TraceStore(database),
                               late_window_seconds=settings.late_repeat_window_seconds,
-                              group_commit=settings.group_commit)
+                              group_commit=settings.group_commit,
+                              counts=_repeat_counts(settings, records))
     ks = Keystore(settings, database, service, accounts,
                     Authenticator(accounts, settings.token_cache_seconds),
                     BatchClaims(service), Operations(service),
@@ -89,6 +92,15 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
                                   observed))
     ks.jobs.also.append(ks.gateway.forwarding.events.drop_old_bodies)
     return ks
+
+
+def _repeat_counts(settings: Settings, records: RecordStore) -> Optional[RepeatCounts]:
+    """Repeats counted after the answer, written within a second and at the process's exit."""
+    if not settings.async_repeat_counts:
+        return None
+    counts = RepeatCounts(records.add_repeat_counts)
+    atexit.register(counts.close)
+    return counts
 
 
 def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock, *,

@@ -68,6 +68,9 @@ class Settings(BaseSettings):
     # Group commit (docs/benchmarks.md): claims that a worker's threads make at the same time
     # go to the database as one statement and one commit; a lone claim still goes at once.
     group_commit: bool = True
+    # Repeats answered replay or in_progress counted after the answer, by each worker in one
+    # statement a second (docs/api.md, "Repeats counted later"): a repeat costs a read.
+    async_repeat_counts: bool = False
     metrics_max_scopes: int = Field(100, ge=1, le=10_000)
     # Requests that wait (GET /v1/keys?wait=) may hold this share of a worker's threads (never
     # all of them), and one token this share of those seats; past either, the request is

@@ -17,6 +17,7 @@ from keystore_service import errors
 from keystore_service.domain import records as domain
 from keystore_service.domain.records import Action, Micros, Outcome, Record, State, Verdict
 from keystore_service.domain.upkeep import claim_changes
+from keystore_service.service.counting import RepeatCounts
 from keystore_service.service.grouping import Groups
 from keystore_service.storage.accounts import hash_token
 from keystore_service.storage.records import RecordStore, new_record_values
@@ -95,7 +96,7 @@ class KeyStoreService:
                  events: Optional[Events] = None, outage_seconds: float = 5.0,
                  sleep: Callable[[float], None] = time.sleep,
                  traces: Optional[TraceStore] = None, late_window_seconds: int = 0,
-                 group_commit: bool = False):
+                 group_commit: bool = False, counts: Optional[RepeatCounts] = None):
         self.records = records
         self.reviews = reviews
         self.traces = traces
@@ -104,6 +105,7 @@ class KeyStoreService:
         self.sleep = sleep
         self.events = events or Events()
         self.outage_seconds = outage_seconds
+        self.counts = counts  # repeats counted after the answer (counting.py), or in it
         # Concurrent claims of this process as one statement and one commit (grouping.py).
         self.groups: Optional[Groups] = Groups(
             lambda many: self.records.claim_many(many),
@@ -164,7 +166,16 @@ class KeyStoreService:
                 token: str, now: Micros) -> Claimed:
         token_hash = values["lease_token_hash"]
         for _ in range(ROUNDS):
-            row, hint = self._insert_or_count(values)  # one statement, perhaps shared
+            if self.counts is not None:  # repeats counted later: a repeat costs a read
+                row, hint, as_read = self.records.claim_or_read(values)
+                if as_read:
+                    decision = domain.decide_claim(row, query, now)
+                    if decision.action is Action.COUNT_REPEAT and \
+                            row.state != State.NEEDS_RECONCILIATION.value:
+                        return _answer(decision.outcome, self.counts.add(row, now), now)
+                    row = hint = None  # the slow path below decides and writes
+            else:
+                row, hint = self._insert_or_count(values)  # one statement, perhaps shared
             if row is not None:
                 if row.lease_token_hash != token_hash:
                     return _answer(domain.decide_claim(row, query, now).outcome, row, now)

@@ -10,10 +10,23 @@
 """
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from typing import Any, Optional
 
-from sqlalchemy import and_, bindparam, literal_column, or_, select, update
+from sqlalchemy import (
+    and_,
+    bindparam,
+    exists,
+    literal,
+    literal_column,
+    null,
+    or_,
+    select,
+    text,
+    union_all,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from keystore_service.domain import records as domain
@@ -76,6 +89,20 @@ class RecordStore:
             (sqlite if db.sqlite else postgresql).insert(records).values(_numbered(0)), trace),
             dialect)}
         self._trace_columns = trace
+        # Insert-or-read (repeats counted later, service/counting.py): a new key is inserted
+        # with its trace, as by the claim; an existing row comes back unchanged, marked.
+        if db.sqlite:  # a write would take the write lock: read first, insert if missing
+            self._claim_or_read = None
+        else:
+            added = ins.on_conflict_do_nothing(
+                index_elements=[R.tenant_id, R.scope, R.key]).returning(
+                *records.c, *trace, literal(True).label("fresh")).cte("added")
+            there = select(*records.c, null(), null(), literal(False)).where(
+                R.tenant_id == bindparam("tenant_id"), R.scope == bindparam("scope"),
+                R.key == bindparam("key"), ~exists(select(added.c.id)))
+            self._claim_or_read = Sql(union_all(select(added), there), dialect)
+        self._add_counts = Sql(text(_ADD_COUNTS_SQLITE if db.sqlite else _ADD_COUNTS_PG),
+                               dialect)
         self._trace = Sql(select(late_traces).where(
             T.tenant_id == bindparam("tenant_id"), T.scope == bindparam("scope"),
             T.key == bindparam("key")), dialect)
@@ -174,6 +201,37 @@ class RecordStore:
             Record(*row[:width]), (row[width], row[width + 1]) if row[width] else None)
             for row in rows}
 
+    def claim_or_read(self, values: dict) -> tuple[Optional[Record], Optional[tuple], bool]:
+        """For repeats counted later: (row, trace, as_read). A new key is inserted, as by
+        claim_with_trace(), and a key that is there comes back as it is, unchanged, with
+        as_read True (the caller decides, and counts a repeat itself). (None, None, False):
+        the key was inserted by a writer this statement could not see yet (slow path)."""
+        if self._claim_or_read is None:  # SQLite: read first, then the claim's statement
+            row = self.get(values["tenant_id"], values["scope"], values["key"])
+            if row is not None:
+                return row, None, True
+            got, trace = self.claim_with_trace(values)  # it may have come in between:
+            return got, trace, False  # then this counted it, as a claim does
+        with self.db.connection() as c:
+            row = self._claim_or_read.one(c, values)
+        if not row:
+            return None, None, False
+        width = len(records.c)
+        return Record(*row[:width]), (row[width], row[width + 1]) if row[width] else None, \
+            not row[width + 2]
+
+    def add_repeat_counts(self, rows: list[tuple[int, int, int, Micros]]) -> None:
+        """Add counted repeats, (record id, incarnation, repeats, last seen) each, in one
+        statement; an incarnation that has been replaced since is left alone."""
+        ids, incarnations, counts, lasts = (list(x) for x in zip(*rows, strict=True))
+        if self.db.sqlite:
+            params = {"rows": json.dumps(rows)}
+        else:
+            params = {"ids": ids, "incarnations": incarnations, "counts": counts,
+                      "lasts": lasts}
+        with self.db.connection() as c:
+            self._add_counts.run(c, params)
+
     def trace(self, cur: Any, tenant_id: int, scope: str, key: str) -> Optional[domain.Trace]:
         row = self._trace.one(cur, {"tenant_id": tenant_id, "scope": scope, "key": key})
         return domain.Trace(*row[3:]) if row else None
@@ -218,6 +276,21 @@ class RecordStore:
 
     def transaction(self):
         return self.db.transaction()
+
+
+_ADD_COUNTS_PG = """
+    UPDATE records SET duplicate_count = records.duplicate_count + u.n,
+                       last_seen_at = GREATEST(records.last_seen_at, u.last)
+    FROM unnest(:ids ::bigint[], :incarnations ::int[], :counts ::bigint[], :lasts ::bigint[])
+         AS u(id, incarnation, n, last)
+    WHERE records.id = u.id AND records.incarnation = u.incarnation"""
+_ADD_COUNTS_SQLITE = """
+    UPDATE records SET duplicate_count = duplicate_count + j.n,
+                       last_seen_at = MAX(last_seen_at, j.last)
+    FROM (SELECT json_extract(value, '$[0]') AS id, json_extract(value, '$[1]') AS incarnation,
+                 json_extract(value, '$[2]') AS n, json_extract(value, '$[3]') AS last
+          FROM json_each(:rows)) AS j
+    WHERE records.id = j.id AND records.incarnation = j.incarnation"""
 
 
 def _insert_or_count(ins: Any, trace: list) -> Any:
