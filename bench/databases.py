@@ -45,6 +45,8 @@ class BenchDb:
     backend: str  # "sqlite" | "postgres"
     url: str
     token: str = ""
+    operator_token: str = ""
+    ingest_id: str = ""  # the gateway scenario's source, once made (scenarios.ingest_id)
     tenant_id: int = 0
     rows: dict[str, int] = field(default_factory=dict)  # prefix -> rows loaded
     _cleanup: list = field(default_factory=list)
@@ -87,6 +89,7 @@ def open_db(backend: str, workdir: Path) -> BenchDb:
         except AccountError:
             pass
         db.token = accounts.create_token("bench", "client", None, _now())
+        db.operator_token = accounts.create_token("bench", "operator", None, _now())
         with database.connection() as cur:
             cur.execute("SELECT id FROM tenants WHERE name = 'bench'")
             db.tenant_id = cur.fetchone()[0]

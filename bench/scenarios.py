@@ -8,9 +8,11 @@ claims' maximum rate (p99); claims and lookups as the table grows; the sweep (a 
 """
 from __future__ import annotations
 
+import json
 import statistics
 import threading
 import time
+import urllib.request
 from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
@@ -30,6 +32,10 @@ CLOSED = {
     "hot_keys": ("hot", "hot_connections", {201, 409}),
     "lookup": ("lookup", "connections", {200}),
     "batch": ("batch", "batch_connections", {200}),
+    # issue 17: do claims rise with more connections (group commit needs them to)?
+    "claim_new_64": ("claim", "hot_connections", {201}),
+    # the gateway's public path: a provider's delivery with a new event id, 202
+    "ingest": ("ingest", "connections", {202}),
 }
 LIMITS = {"claim_new": "claim", "replay": "replay", "lookup": "lookup", "batch": "batch"}
 Progress = Callable[[str], None]
@@ -80,7 +86,10 @@ class Bench:
             timer = threading.Timer((seconds or self.p.seconds) / 2,
                                     lambda: spread.append(svc.connection_spread()))
             timer.start()
-        run = loadgen.wrk(svc.url, mode, db.token, self._prefix(),
+        token = db.token
+        if mode == "ingest":  # the ingest URL's id stands where the token goes
+            token = ingest_id(svc, db)
+        run = loadgen.wrk(svc.url, mode, token, self._prefix(),
                           seconds=seconds or self.p.seconds,
                           connections=connections or getattr(self.p, conn_attr),
                           key_range=key_range)
@@ -202,6 +211,22 @@ class Bench:
             db.close()
         return {name: {"rps": median(v), "runs_rps": [round(x, 1) for x in v]}
                 for name, v in runs.items()}
+
+
+def ingest_id(svc: Service, db: BenchDb) -> str:
+    """The ingest id of the service's benchmark source (made once per database): generic,
+    unsigned, the event id from X-Event-Id. The benchmark's services run no relays, so the
+    accepted events stay queued and the scenario measures the ingest alone."""
+    if not db.ingest_id:
+        body = json.dumps({"name": "bench", "provider": "generic", "signature": None,
+                           "event_id": {"header": "X-Event-Id"},
+                           "destination": {"url": "http://127.0.0.1:9/unused"}}).encode()
+        req = urllib.request.Request(svc.url + "/v1/sources", data=body, method="POST",
+                                     headers={"Authorization": f"Bearer {db.operator_token}",
+                                              "Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            db.ingest_id = json.loads(r.read())["source"]["ingest_url"].rsplit("/", 1)[1]
+    return db.ingest_id
 
 
 def run_backend(backend: str, profile: Profile, workdir: Path, progress: Progress) -> dict:

@@ -15,7 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from cryptography.fernet import Fernet
+
 KEYSTORE = str(Path(sys.executable).with_name("keystore"))
+
+
+BENCH_SECRET_KEY = Fernet.generate_key().decode()  # seals the benchmark source's nothing
 
 
 def free_port() -> int:
@@ -45,7 +50,13 @@ class Service:
                # the background jobs would write at moments of their own; the sweep
                # scenario runs `keystore sweep` itself
                "KEYSTORE_SWEEP_INTERVAL_SECONDS": "0",
-               "KEYSTORE_RECONCILE_INTERVAL_SECONDS": "0", **self.env}
+               "KEYSTORE_RECONCILE_INTERVAL_SECONDS": "0",
+               # the ingest scenario's events stay queued: it measures the ingest alone
+               "KEYSTORE_RELAY_IN_SERVE": "false",
+               # and its source takes what it is sent (the default answers 429 past 200/s)
+               "KEYSTORE_HOOK_RATE_LIMIT_PER_SECOND": "0",
+               # a source needs one on PostgreSQL (SQLite's serve makes one beside the file)
+               "KEYSTORE_SECRET_KEY": BENCH_SECRET_KEY, **self.env}
         command = [KEYSTORE]
         if self.source is not None:  # PYTHONPATH comes before the editable install's finder
             env["PYTHONPATH"] = str(self.source)

@@ -1,7 +1,8 @@
 -- One wrk script for every scenario of the benchmark (bench/loadgen.py runs it).
 --   wrk ... -s bench/wrk.lua URL -- MODE TOKEN PREFIX RANGE
--- MODE: noop | claim | replay | hot | lookup | cycle | batch
--- TOKEN: a client bearer token; PREFIX: makes new keys unique to this run;
+-- MODE: noop | claim | replay | hot | lookup | cycle | batch | ingest
+-- TOKEN: a client bearer token (ingest: the source's ingest id); PREFIX: makes new keys
+-- (and event ids) unique to this run;
 -- RANGE: how many preloaded keys g-1 .. g-RANGE exist (replay, lookup).
 -- `done` prints one line `BENCH_JSON {...}` with the counts per HTTP status, for the harness.
 
@@ -58,6 +59,11 @@ function request()
   elseif mode == "lookup" then
     return wrk.format("GET", string.format("/v1/keys?scope=bench&key=g-%08d", math.random(1, range)),
                       json_headers)
+  elseif mode == "ingest" then
+    -- a provider's delivery: no bearer token, the event id in a header, a ~200-byte body
+    return wrk.format("POST", "/hooks/" .. token,
+                      {["Content-Type"] = "application/json", ["X-Event-Id"] = next_key()},
+                      claim_body("evt"))
   elseif mode == "batch" then
     return post("/v1/claim/batch", batch_body())
   elseif mode == "cycle" then
