@@ -24,6 +24,9 @@ INTERVAL = 1.0  # seconds between writes of the counts
 # Records with counts waiting while the database is away: beyond this, the counts of new
 # records are dropped (and logged) rather than held without bound.
 MAX_PENDING = 100_000
+# Records per statement: a statement holds its rows' locks until it commits, and a claim of
+# one of them waits that long.
+CHUNK = 200
 
 
 class RepeatCounts:
@@ -70,9 +73,12 @@ class RepeatCounts:
             pending, self._pending = self._pending, {}
         if not pending:
             return 0
-        rows = [(rid, inc, n, last) for (rid, inc), (n, last) in pending.items()]
+        rows = sorted((rid, inc, n, last) for (rid, inc), (n, last) in pending.items())
         try:
-            self._write(rows)
+            for i in range(0, len(rows), CHUNK):  # short row locks, taken in id order
+                self._write(rows[i:i + CHUNK])
+                for row in rows[i:i + CHUNK]:  # written: not kept for the next write
+                    del pending[row[:2]]
         except errors.Unavailable:
             with self._lock:
                 for key, (n, last) in pending.items():

@@ -14,19 +14,7 @@ import json
 from collections.abc import Iterable
 from typing import Any, Optional
 
-from sqlalchemy import (
-    and_,
-    bindparam,
-    exists,
-    literal,
-    literal_column,
-    null,
-    or_,
-    select,
-    text,
-    union_all,
-    update,
-)
+from sqlalchemy import and_, bindparam, literal_column, or_, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from keystore_service.domain import records as domain
@@ -89,18 +77,6 @@ class RecordStore:
             (sqlite if db.sqlite else postgresql).insert(records).values(_numbered(0)), trace),
             dialect)}
         self._trace_columns = trace
-        # Insert-or-read (repeats counted later, service/counting.py): a new key is inserted
-        # with its trace, as by the claim; an existing row comes back unchanged, marked.
-        if db.sqlite:  # a write would take the write lock: read first, insert if missing
-            self._claim_or_read = None
-        else:
-            added = ins.on_conflict_do_nothing(
-                index_elements=[R.tenant_id, R.scope, R.key]).returning(
-                *records.c, *trace, literal(True).label("fresh")).cte("added")
-            there = select(*records.c, null(), null(), literal(False)).where(
-                R.tenant_id == bindparam("tenant_id"), R.scope == bindparam("scope"),
-                R.key == bindparam("key"), ~exists(select(added.c.id)))
-            self._claim_or_read = Sql(union_all(select(added), there), dialect)
         self._add_counts = Sql(text(_ADD_COUNTS_SQLITE if db.sqlite else _ADD_COUNTS_PG),
                                dialect)
         self._trace = Sql(select(late_traces).where(
@@ -200,25 +176,6 @@ class RecordStore:
         return {(row[1], row[2], row[3]): (
             Record(*row[:width]), (row[width], row[width + 1]) if row[width] else None)
             for row in rows}
-
-    def claim_or_read(self, values: dict) -> tuple[Optional[Record], Optional[tuple], bool]:
-        """For repeats counted later: (row, trace, as_read). A new key is inserted, as by
-        claim_with_trace(), and a key that is there comes back as it is, unchanged, with
-        as_read True (the caller decides, and counts a repeat itself). (None, None, False):
-        the key was inserted by a writer this statement could not see yet (slow path)."""
-        if self._claim_or_read is None:  # SQLite: read first, then the claim's statement
-            row = self.get(values["tenant_id"], values["scope"], values["key"])
-            if row is not None:
-                return row, None, True
-            got, trace = self.claim_with_trace(values)  # it may have come in between:
-            return got, trace, False  # then this counted it, as a claim does
-        with self.db.connection() as c:
-            row = self._claim_or_read.one(c, values)
-        if not row:
-            return None, None, False
-        width = len(records.c)
-        return Record(*row[:width]), (row[width], row[width + 1]) if row[width] else None, \
-            not row[width + 2]
 
     def add_repeat_counts(self, rows: list[tuple[int, int, int, Micros]]) -> None:
         """Add counted repeats, (record id, incarnation, repeats, last seen) each, in one
