@@ -18,7 +18,7 @@ class Profile:
     batch_connections: int = 8  # as many as pgbench's clients for the raw insert rate
     growth_connections: int = 4  # latency, not throughput: a light closed loop
     workers: int = 4
-    threads: int = 4
+    threads: int = 16  # the service's default (keystore_service.server.THREADS)
     instance_rounds: int = 3  # rounds of the 1-and-2-instances comparison (restarts each)
 
 

@@ -3,7 +3,7 @@ yourself (docs/deployment.md):
 
     gunicorn -c python:keystore_service.gunicorn_conf --bind 0.0.0.0:8080 [--workers N]
 
-gthread workers (2 x CPUs, 4 threads each), the app built in each worker after the fork with
+gthread workers (2 x CPUs, 16 threads each), the app built in each worker after the fork with
 its reconciler and sweeper timer, metrics summed over the workers in a directory of its own
 (removed at exit), and, before the workers start, the database migrated and, on a store with
 no tenant, the first operator token printed once. Options on the command line override these.

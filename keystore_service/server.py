@@ -29,7 +29,10 @@ from keystore_service.storage.db import Database, create
 # metrics.MULTIPROC_ENV, not imported from there: importing prometheus_client before this is
 # set would fix its value class to single-process in the master, and in every worker.
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
-THREADS = 4  # per worker: a claim mostly waits on the database, a thread per wait is cheap
+# Per worker: a claim mostly waits on the database, and a thread that waits is cheap. 16 lets
+# group commit form groups (4 x 16 beat 4 x 4 and 2 x 32 on every claim scenario, at ~125 MB
+# a worker instead of ~103: docs/benchmarks.md, "Group commit and thread layouts").
+THREADS = 16
 # gunicorn settings of both ways of serving. timeout 60: a worker silent that long is hung
 # (the longest request, a lookup with `wait`, takes 30 s); graceful_timeout 20: what requests
 # in flight at a stop get to finish (claims take milliseconds), inside the 30 s that
