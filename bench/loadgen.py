@@ -53,11 +53,13 @@ def ensure_wrk() -> str:
 
 
 def wrk(url: str, mode: str, token: str, prefix: str, *, seconds: float, connections: int,
-        threads: int = 2, key_range: int = 1, timeout_s: int = 30) -> Run:
-    """A closed-loop wrk run of one mode of bench/wrk.lua against `url`."""
+        threads: int = 2, key_range: int = 1, timeout_s: int = 30,
+        extra: tuple[str, ...] = ()) -> Run:
+    """A closed-loop wrk run of one mode of bench/wrk.lua against `url` (`extra`: the
+    script's further arguments, e.g. the ingest's signature)."""
     cmd = [ensure_wrk(), f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s",
            f"--timeout={timeout_s}s", "-s", str(LUA), url, "--", mode, token, prefix,
-           str(key_range)]
+           str(key_range), *extra]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + timeout_s + 30)
     line = next((ln for ln in out.stdout.splitlines() if ln.startswith("BENCH_JSON ")), None)
     if out.returncode != 0 or line is None:

@@ -86,10 +86,11 @@ class Bench:
             timer = threading.Timer((seconds or self.p.seconds) / 2,
                                     lambda: spread.append(svc.connection_spread()))
             timer.start()
-        token = db.token
+        token, extra = db.token, ()
         if mode == "ingest":  # the ingest URL's id stands where the token goes
-            token = ingest_id(svc, db)
-        run = loadgen.wrk(svc.url, mode, token, self._prefix(),
+            from .gateway import SIGNATURE
+            token, extra = ingest_id(svc, db), (SIGNATURE,)
+        run = loadgen.wrk(svc.url, mode, token, self._prefix(), extra=extra,
                           seconds=seconds or self.p.seconds,
                           connections=connections or getattr(self.p, conn_attr),
                           key_range=key_range)
@@ -215,10 +216,14 @@ class Bench:
 
 def ingest_id(svc: Service, db: BenchDb) -> str:
     """The ingest id of the service's benchmark source (made once per database): generic,
-    unsigned, the event id from X-Event-Id. The benchmark's services run no relays, so the
-    accepted events stay queued and the scenario measures the ingest alone."""
+    signed like bench/gateway.py's (HMAC-SHA256 of the body), the event id from X-Event-Id.
+    The benchmark's services run no relays, so the accepted events stay queued and the
+    scenario measures the ingest alone."""
     if not db.ingest_id:
-        body = json.dumps({"name": "bench", "provider": "generic", "signature": None,
+        from .gateway import SECRET
+        body = json.dumps({"name": "bench", "provider": "generic", "secrets": [SECRET],
+                           "signature": {"header": "X-Signature", "algorithm": "sha256",
+                                         "encoding": "hex", "prefix": "sha256="},
                            "event_id": {"header": "X-Event-Id"},
                            "destination": {"url": "http://127.0.0.1:9/unused"}}).encode()
         req = urllib.request.Request(svc.url + "/v1/sources", data=body, method="POST",

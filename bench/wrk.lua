@@ -1,8 +1,8 @@
 -- One wrk script for every scenario of the benchmark (bench/loadgen.py runs it).
---   wrk ... -s bench/wrk.lua URL -- MODE TOKEN PREFIX RANGE
+--   wrk ... -s bench/wrk.lua URL -- MODE TOKEN PREFIX RANGE [SIGNATURE]
 -- MODE: noop | claim | replay | hot | lookup | cycle | batch | ingest
 -- TOKEN: a client bearer token (ingest: the source's ingest id); PREFIX: makes new keys
--- (and event ids) unique to this run;
+-- (and event ids) unique to this run; SIGNATURE (ingest): the body's X-Signature;
 -- RANGE: how many preloaded keys g-1 .. g-RANGE exist (replay, lookup).
 -- `done` prints one line `BENCH_JSON {...}` with the counts per HTTP status, for the harness.
 
@@ -23,6 +23,10 @@ end
 function init(args)
   mode, token, prefix = args[1], args[2], args[3]
   range = tonumber(args[4] or "1")
+  signature = args[5] or ""
+  ingest_body = '{"type":"invoice.paid","payload":' ..
+    '{"order":"ORD-2026-000042","amount":1250,"currency":"EUR",' ..
+    '"customer":"cus_9f8e7d6c5b","note":"bench"}}'
   counts, queue, n = {}, {}, 0
   math.randomseed(id * 7919 + os.time())
   json_headers = {["Content-Type"] = "application/json",
@@ -60,10 +64,11 @@ function request()
     return wrk.format("GET", string.format("/v1/keys?scope=bench&key=g-%08d", math.random(1, range)),
                       json_headers)
   elseif mode == "ingest" then
-    -- a provider's delivery: no bearer token, the event id in a header, a ~200-byte body
+    -- a provider's delivery: no bearer token, the event id in a header, one signed body
+    -- (bench/gateway.py's BODY and SIGNATURE: the signature covers the body only)
     return wrk.format("POST", "/hooks/" .. token,
-                      {["Content-Type"] = "application/json", ["X-Event-Id"] = next_key()},
-                      claim_body("evt"))
+                      {["Content-Type"] = "application/json", ["X-Event-Id"] = next_key(),
+                       ["X-Signature"] = signature}, ingest_body)
   elseif mode == "batch" then
     return post("/v1/claim/batch", batch_body())
   elseif mode == "cycle" then

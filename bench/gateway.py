@@ -1,0 +1,404 @@
+"""The gateway's speed, side by side in one run (docs/benchmarks.md, "The gateway"):
+
+    python -m bench.gateway --backend postgres [--rounds 3] [--seconds 6] [--events 3000]
+    python -m bench.gateway sink --port P        # the no-op destination, its own process
+
+1. Ingest of new signed events (generic HMAC-SHA256 source, a new event id each) against
+   claims of new keys, alternating round by round on one service (wrk -c16).
+2. Accept-to-first-forward latency at half the maximum ingest rate: an open-loop sender
+   notes when each 202 arrives, the sink when the event's first forward arrives.
+3. Forwarding throughput: events queued with no relay running, then drained to the sink by
+   the relays of `keystore serve` (one per worker), by one `keystore relay` process, and by
+   two; events per second from the first forward to the last, against the ingest rate.
+
+Everything on loopback; the sink answers 200 at once. Writes
+bench/results/gateway-<backend>-<date>.json and docs/img/benchmarks-gateway.png (with
+--chart-from the other backend's file, both backends in one chart).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import hmac
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from . import loadgen
+from .databases import open_db
+from .rate import PAYLOAD, _read_response, percentile
+from .scenarios import median
+from .servers import BENCH_SECRET_KEY, KEYSTORE, Service, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET = "bench-signing-secret-0123456789"
+# One body for every event: the event id travels in a header, so the signature (over the
+# raw body) is the same for all, and each delivery is still checked in full.
+BODY = f'{{"type":"invoice.paid","payload":{PAYLOAD}}}'
+SIGNATURE = "sha256=" + hmac.new(SECRET.encode(), BODY.encode(), hashlib.sha256).hexdigest()
+
+
+# --- the sink: a no-op destination that notes when each event first arrives ---------------
+
+class _Sink(BaseHTTPRequestHandler):
+    seen: dict[str, float] = {}
+    lock = threading.Lock()
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        length = int(self.headers.get("Content-Length") or 0)
+        self.rfile.read(length)
+        key, now = self.headers.get("Idempotency-Key", ""), time.time()
+        with self.lock:
+            self.seen.setdefault(key, now)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_GET(self) -> None:  # noqa: N802 - /count, or /times as JSON {event id: time}
+        with self.lock:
+            body = json.dumps(len(self.seen) if self.path == "/count" else self.seen).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_DELETE(self) -> None:  # noqa: N802 - forget what was seen
+        with self.lock:
+            self.seen.clear()
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def sink_main(port: int) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", port), _Sink)
+    server.daemon_threads = True
+    signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
+    server.serve_forever()
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc = subprocess.Popen([sys.executable, "-m", "bench.gateway", "sink", "--port",
+                                      str(self.port)], cwd=ROOT)
+        for _ in range(100):
+            try:
+                self.count()
+                return
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError("the sink did not start")
+
+    def count(self) -> int:
+        with urllib.request.urlopen(self.url + "/count", timeout=5) as r:
+            return json.loads(r.read())
+
+    def times(self) -> dict[str, float]:
+        with urllib.request.urlopen(self.url + "/times", timeout=30) as r:
+            return json.loads(r.read())
+
+    def clear(self) -> None:
+        urllib.request.urlopen(urllib.request.Request(self.url + "/", method="DELETE"),
+                               timeout=5).close()
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(10)
+
+
+# --- the source, and ingest at a constant rate ------------------------------------------
+
+def make_source(svc: Service, db, sink: Sink) -> str:
+    body = json.dumps({
+        "name": "bench-gateway", "provider": "generic", "secrets": [SECRET],
+        "signature": {"header": "X-Signature", "algorithm": "sha256", "encoding": "hex",
+                      "prefix": "sha256="},
+        "event_id": {"header": "X-Event-Id"}, "max_in_flight": 64,
+        "destination": {"url": sink.url + "/hook"}}).encode()
+    req = urllib.request.Request(svc.url + "/v1/sources", data=body, method="POST", headers={
+        "Authorization": f"Bearer {db.operator_token}", "Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())["source"]["ingest_url"].rsplit("/", 1)[1]
+
+
+def ingest_request(host: str, ingest_id: str, event_id: str) -> bytes:
+    head = (f"POST /hooks/{ingest_id} HTTP/1.1\r\nHost: {host}\r\n"
+            f"Content-Type: application/json\r\nX-Event-Id: {event_id}\r\n"
+            f"X-Signature: {SIGNATURE}\r\nContent-Length: {len(BODY)}\r\n\r\n")
+    return head.encode() + BODY.encode()
+
+
+async def _send_at_rate(url: str, ingest_id: str, prefix: str, rate: float, seconds: float,
+                        connections: int = 16) -> tuple[dict[str, float], int]:
+    """Open loop: event i is due at t0 + i / rate. Returns {event id: when its 202 came}."""
+    host, port = url.split("//", 1)[1].split(":")
+    total = int(rate * seconds)
+    accepted: dict[str, float] = {}
+    failed = 0
+    t0 = time.perf_counter() + 0.1
+
+    async def conn(n: int) -> None:
+        nonlocal failed
+        reader = writer = None
+        for i in range(n, total, connections):
+            pause = t0 + i / rate - time.perf_counter()
+            if pause > 0:
+                await asyncio.sleep(pause)
+            event = f"{prefix}-{i}"
+            try:
+                if writer is None:
+                    reader, writer = await asyncio.open_connection(host, int(port))
+                writer.write(ingest_request(f"{host}:{port}", ingest_id, event))
+                code = await asyncio.wait_for(_read_response(reader), 30)
+            except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError):
+                failed += 1
+                if writer is not None:
+                    writer.close()
+                reader = writer = None
+                continue
+            if code == 202:
+                accepted[event] = time.time()
+            else:
+                failed += 1
+        if writer is not None:
+            writer.close()
+    await asyncio.gather(*(conn(n) for n in range(connections)))
+    return accepted, failed
+
+
+def wait_for(sink: Sink, n: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if sink.count() >= n:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+# --- the run --------------------------------------------------------------------------
+
+def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "sink":
+        p = argparse.ArgumentParser()
+        p.add_argument("sink")
+        p.add_argument("--port", type=int, required=True)
+        sink_main(p.parse_args().port)
+        return
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--backend", choices=["sqlite", "postgres"], required=True)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seconds", type=int, default=6)
+    p.add_argument("--rate-seconds", type=int, default=8)
+    p.add_argument("--events", type=int, default=3000, help="queued for each drain")
+    p.add_argument("--workers", type=int, default=4)
+    p.add_argument("--out", type=Path, default=ROOT / "bench" / "results")
+    p.add_argument("--chart", type=Path, default=ROOT / "docs" / "img")
+    a = p.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="keystore-gateway-"))
+    db = open_db(a.backend, workdir)
+    sink = Sink()
+    started = time.monotonic()
+
+    def say(text: str) -> None:
+        print(f"[{time.monotonic() - started:5.0f} s] {text}", flush=True)
+    result: dict = {"backend": a.backend, "date": time.strftime("%Y-%m-%d %H:%M"),
+                    "command": f"python -m bench.gateway --backend {a.backend} --rounds "
+                               f"{a.rounds} --seconds {a.seconds} --events {a.events}"}
+    try:
+        # 1. ingest against claims, relays off (the events stay queued)
+        svc = Service(db.url, workdir / "ingest.log", a.workers).start()
+        try:
+            ingest_id = make_source(svc, db, sink)
+            loadgen.wrk(svc.url, "claim", db.token, "warm", seconds=1, connections=16)
+            runs: dict[str, list[float]] = {"claim_new": [], "ingest": []}
+            for r in range(a.rounds):
+                for name, mode, token in (("claim_new", "claim", db.token),
+                                          ("ingest", "ingest", ingest_id)):
+                    run = loadgen.wrk(svc.url, mode, token, f"r{r}", seconds=a.seconds,
+                                      connections=16, extra=(SIGNATURE,))
+                    ok = run.count(202 if mode == "ingest" else 201)
+                    bad = run.requests - ok
+                    runs[name].append(run.rps)
+                    say(f"round {r + 1} {name:9s} {run.rps:8.1f}/s p99 "
+                        f"{run.p99_us / 1e3:6.1f} ms  {dict(run.status)}"
+                        + (f"  {bad} not accepted" if bad else ""))
+            ingest_rps = median(runs["ingest"])
+            result["ingest"] = {
+                "claim_new_rps": round(median(runs["claim_new"]), 1),
+                "ingest_rps": round(ingest_rps, 1),
+                "ratio": round(ingest_rps / median(runs["claim_new"]), 3),
+                "runs": {k: [round(x, 1) for x in v] for k, v in runs.items()}}
+        finally:
+            svc.stop()
+
+        # 2. accept-to-first-forward at half the maximum ingest rate, serve's relays on
+        rate = ingest_rps / 2
+        svc = Service(db.url, workdir / "latency.log", a.workers,
+                      env={"KEYSTORE_RELAY_IN_SERVE": "true"}).start()
+        try:
+            _drain_queue(sink, db, svc, say)  # what round 1 queued goes first
+            latencies: list[float] = []
+            lost = 0
+            for r in range(a.rounds):
+                sink.clear()
+                accepted, failed = asyncio.run(_send_at_rate(
+                    svc.url, ingest_id, f"lat{r}", rate, a.rate_seconds))
+                wait_for(sink, len(accepted), 60)
+                seen = sink.times()
+                got = [seen[k] - t for k, t in accepted.items() if k in seen]
+                lost += len(accepted) - len(got)
+                latencies += got
+                p = sorted(got)
+                say(f"round {r + 1} latency at {rate:.0f}/s: {len(accepted)} accepted "
+                    f"({failed} not), p50 {percentile(p, 50) * 1e3:.1f} ms, p99 "
+                    f"{percentile(p, 99) * 1e3:.1f} ms")
+            lat = sorted(latencies)
+            result["latency"] = {"rate": round(rate, 1), "events": len(lat),
+                                 "p50_ms": round(percentile(lat, 50) * 1e3, 1),
+                                 "p99_ms": round(percentile(lat, 99) * 1e3, 1),
+                                 "never_forwarded": lost}
+        finally:
+            svc.stop()
+
+        # 3. forwarding throughput: queue events with no relay, then drain them
+        drains: dict[str, list[float]] = {"serve": [], "relay x1": [], "relay x2": []}
+        for r in range(a.rounds):
+            for name in drains:
+                queued = _queue(db, workdir, a, ingest_id, f"d{r}{name[-1]}", say)
+                sink.clear()
+                procs = _relays(name, db, workdir, a.workers)
+                try:
+                    t0 = time.time()
+                    done = wait_for(sink, queued, 300)
+                    times = sorted(sink.times().values())
+                finally:
+                    for proc in procs:
+                        _stop(proc)
+                span = (times[-1] - min(times[0], t0)) if times else 0.0
+                eps = len(times) / span if span > 0 else 0.0
+                drains[name].append(eps)
+                say(f"round {r + 1} drain by {name:8s}: {len(times)} of {queued} in "
+                    f"{span:.2f} s = {eps:.0f} events/s" + ("" if done else "  (TIMED OUT)"))
+        result["forwarding"] = {
+            name: {"events_per_s": round(median(v), 1),
+                   "vs_ingest": round(median(v) / ingest_rps, 3),
+                   "runs": [round(x, 1) for x in v]} for name, v in drains.items()}
+    finally:
+        sink.stop()
+        db.close()
+    _print(result)
+    a.out.mkdir(parents=True, exist_ok=True)
+    out = a.out / f"gateway-{a.backend}-{time.strftime('%Y-%m-%d')}.json"
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"wrote {out}")
+    _chart(a.out, a.chart / "benchmarks-gateway.png")
+
+
+def _queue(db, workdir: Path, a, ingest_id: str, prefix: str, say) -> int:
+    """Ingest `a.events` new events with no relay running; returns how many were accepted."""
+    svc = Service(db.url, workdir / "queue.log", a.workers).start()
+    try:
+        accepted, failed = asyncio.run(_send_at_rate(svc.url, ingest_id, prefix, 2000,
+                                                     a.events / 2000))
+    finally:
+        svc.stop()
+    if failed:
+        say(f"  queueing: {failed} deliveries not accepted")
+    return len(accepted)
+
+
+def _drain_queue(sink: Sink, db, svc: Service, say) -> None:
+    """Let the running relays forward what earlier steps left queued."""
+    last, still = -1, 0
+    while still < 10:  # 10 x 0.2 s without a new forward: drained
+        n = sink.count()
+        still = still + 1 if n == last else 0
+        last = n
+        time.sleep(0.2)
+    say(f"drained {last} events left queued by the ingest rounds")
+
+
+def _relays(name: str, db, workdir: Path, workers: int) -> list:
+    env = {**os.environ, "KEYSTORE_DATABASE_URL": db.url, "KEYSTORE_LOG_LEVEL": "WARNING",
+           "KEYSTORE_SECRET_KEY": BENCH_SECRET_KEY, "KEYSTORE_SWEEP_INTERVAL_SECONDS": "0",
+           "KEYSTORE_RECONCILE_INTERVAL_SECONDS": "0"}
+    log = open(workdir / "relay.log", "ab")
+    if name == "serve":
+        svc = Service(db.url, workdir / "drain.log", workers,
+                      env={"KEYSTORE_RELAY_IN_SERVE": "true"})
+        svc.start()
+        return [svc]
+    return [subprocess.Popen([KEYSTORE, "relay", "--progress", "0"], env=env, stdout=log,
+                             stderr=log, start_new_session=True)
+            for _ in range(int(name[-1]))]
+
+
+def _stop(proc) -> None:
+    if isinstance(proc, Service):
+        proc.stop()
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _print(result: dict) -> None:
+    i, lat = result["ingest"], result["latency"]
+    print(f"\n{result['backend']}: ingest {i['ingest_rps']:.0f}/s vs claims "
+          f"{i['claim_new_rps']:.0f}/s = {i['ratio']:.2f}; accept-to-first-forward at "
+          f"{lat['rate']:.0f}/s: p50 {lat['p50_ms']} ms, p99 {lat['p99_ms']} ms "
+          f"({lat['never_forwarded']} never forwarded)")
+    for name, f in result["forwarding"].items():
+        print(f"  drained by {name:8s}: {f['events_per_s']:7.0f} events/s = "
+              f"{f['vs_ingest']:.2f} of the ingest rate")
+
+
+def _chart(results: Path, path: Path) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    day = time.strftime("%Y-%m-%d")
+    found = {b: json.loads(f.read_text()) for b in ("sqlite", "postgres")
+             if (f := results / f"gateway-{b}-{day}.json").exists()}
+    if not found:
+        return
+    labels = ["claims", "ingest", "drain: serve", "drain: 1 relay", "drain: 2 relays"]
+    fig, ax = plt.subplots(figsize=(8, 3.6), dpi=100)
+    width = 0.8 / len(found)
+    for n, (backend, r) in enumerate(found.items()):
+        f = r["forwarding"]
+        values = [r["ingest"]["claim_new_rps"], r["ingest"]["ingest_rps"],
+                  f["serve"]["events_per_s"], f["relay x1"]["events_per_s"],
+                  f["relay x2"]["events_per_s"]]
+        ax.bar([x + n * width for x in range(len(labels))], values, width,
+               label={"sqlite": "SQLite", "postgres": "PostgreSQL"}[backend])
+    ax.set_xticks([x + width * (len(found) - 1) / 2 for x in range(len(labels))], labels)
+    ax.set_ylabel("per second")
+    ax.set_title("the gateway: ingest of signed events, and forwarding to a no-op sink")
+    ax.legend()
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
