@@ -50,6 +50,7 @@ SIGNATURE = "sha256=" + hmac.new(SECRET.encode(), BODY.encode(), hashlib.sha256)
 # --- the sink: a no-op destination that notes when each event first arrives ---------------
 
 class _Sink(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as a workflow platform's web server keeps it
     seen: dict[str, float] = {}
     lock = threading.Lock()
 
@@ -75,6 +76,7 @@ class _Sink(BaseHTTPRequestHandler):
         with self.lock:
             self.seen.clear()
         self.send_response(204)
+        self.send_header("Content-Length", "0")
         self.end_headers()
 
     def log_message(self, *args) -> None:

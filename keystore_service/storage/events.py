@@ -90,6 +90,12 @@ class HookStore:
                     lease_until=null()).returning(E.id), d)
         self._error = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             last_error=bindparam("error"), last_error_at=bindparam("now")), d)
+        # A success clears the source's last error, and touches its row only if it has one:
+        # every forward's settle wrote this one row before, so concurrent settles queued on
+        # its lock, each for its commit's flush (measured: docs/benchmarks.md, "The gateway").
+        self._error_cleared = Sql(update(hook_sources).where(
+            S.id == bindparam("sid"), S.last_error.is_not(None)).values(
+            last_error=null(), last_error_at=null()), d)
         self._pause = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             paused_until=func.max(func.coalesce(S.paused_until, 0), bindparam("until"))
             if db.sqlite else func.greatest(func.coalesce(S.paused_until, 0),
@@ -171,8 +177,10 @@ class HookStore:
                                 "error": error, "answer": answer})
 
     def source_error(self, cur: Any, source_id: int, error: Optional[str], now: Micros) -> None:
-        self._error.run(cur, {"sid": source_id, "error": error,
-                              "now": now if error is not None else None})
+        if error is None:
+            self._error_cleared.run(cur, {"sid": source_id})
+        else:
+            self._error.run(cur, {"sid": source_id, "error": error, "now": now})
 
     def pause(self, cur: Any, source_id: int, until: Micros) -> None:
         self._pause.run(cur, {"sid": source_id, "until": until})

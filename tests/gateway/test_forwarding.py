@@ -118,6 +118,9 @@ def test_a_starting_workflow_is_retried_with_the_destinations_choices(gw, sink, 
     assert pump(forwarding) == ["delivered"]
     assert [a.get("status_code") for a in delivery(gw)["attempts"]] == [200, 404, 200]
     assert record(gw)["state"] == "succeeded"
+    # the success cleared the source's last error (and a success on a clean source leaves
+    # its row alone: events.source_error)
+    assert gw.get("/v1/sources/shop")[1]["source"]["last_error"] is None
 
 
 def test_without_the_choices_a_404_fails_and_any_2xx_delivers(gw, sink, forwarding):
