@@ -101,18 +101,24 @@ def test_a_group_never_exceeds_its_limit():
     assert len(out) == 8 and all(v.startswith("row of") for v in out.values())
 
 
-def test_an_outage_fails_every_member_of_the_group():
-    s = Statements(fail=errors.Unavailable())
-    groups = Groups(s.many, s.one)
+def behind_one_in_flight(s: Statements, groups: Groups, items: list[str]) -> dict:
+    """"a" goes alone and is held in flight while `items` queue behind it; then all run."""
     out: dict = {}
     threads = start(groups, ["a"], out)
     while not groups._in_flight:
         time.sleep(0.001)
-    threads += start(groups, ["b", "c"], out, first=1)
-    queued(groups, 2)
+    threads += start(groups, items, out, first=1)
+    queued(groups, len(items))
     s.release.set()
     for t in threads:
         t.join(10)
+    return out
+
+
+def test_an_outage_fails_every_member_of_the_group():
+    s = Statements(fail=errors.Unavailable())
+    groups = Groups(s.many, s.one)
+    out = behind_one_in_flight(s, groups, ["b", "c"])
     assert out[0] == "row of a"
     assert isinstance(out[1], errors.Unavailable) and isinstance(out[2], errors.Unavailable)
     assert s.alone == []  # an unknown outcome is not sent again here: the outage path does
@@ -121,15 +127,7 @@ def test_an_outage_fails_every_member_of_the_group():
 def test_any_other_failure_sends_each_member_alone():
     s = Statements(fail=ValueError("one bad row"))
     groups = Groups(s.many, s.one)
-    out: dict = {}
-    threads = start(groups, ["a"], out)
-    while not groups._in_flight:
-        time.sleep(0.001)
-    threads += start(groups, ["b", "c"], out, first=1)
-    queued(groups, 2)
-    s.release.set()
-    for t in threads:
-        t.join(10)
+    out = behind_one_in_flight(s, groups, ["b", "c"])
     assert sorted(s.alone) == ["b", "c"] and groups.failed == 1
     assert out == {0: "row of a", 1: "own row of b", 2: "own row of c"}
 
