@@ -73,9 +73,7 @@ class RecordStore:
         trace = [select(column).where(same_key).scalar_subquery()
                  for column in (lt.c.fingerprint, lt.c.expired_at)]
         self._claim = Sql(_insert_or_count(ins, trace), dialect)
-        self._claims: dict[int, Sql] = {1: Sql(_insert_or_count(
-            (sqlite if db.sqlite else postgresql).insert(records).values(_numbered(0)), trace),
-            dialect)}
+        self._claims: dict[int, Sql] = {}  # claim_many's statement of each group size
         self._trace_columns = trace
         self._add_counts = Sql(text(_ADD_COUNTS_SQLITE if db.sqlite else _ADD_COUNTS_PG),
                                dialect)
