@@ -149,6 +149,11 @@ def test_stateful_sequences_reach_the_holders_calls_with_real_tokens(fuzz_app):
     they can only ever answer 404 or 409)."""
     token = fuzz_app.config["fuzz_token"]
     schema = schemathesis.openapi.from_wsgi("/openapi.json", fuzz_app)
+    # Valid sequences only: a link fills a step's body from the step before, which can turn
+    # a body generated invalid ("random bytes") into a valid one that schemathesis still
+    # calls negative (seen once: a release answered 200 was "schema-violating request
+    # accepted"). Invalid data is the test above's, one operation at a time.
+    schema.config.generation.update(modes=[schemathesis.GenerationMode.POSITIVE])
     seen: dict = {}
 
     class Sequences(schema.as_state_machine()):
