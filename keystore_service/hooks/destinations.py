@@ -40,12 +40,16 @@ def check_address(url: str, allow_link_local: bool) -> None:
     if allow_link_local:
         return
     parts = urlsplit(url)
-    try:
-        infos = socket.getaddrinfo(parts.hostname, parts.port or 443, proto=socket.IPPROTO_TCP)
-    except (OSError, UnicodeError):
-        return  # not resolvable now: the forward itself fails and is retried
-    for info in infos:
-        address = ipaddress.ip_address(info[4][0].split("%")[0])
+    host = parts.hostname or ""
+    try:  # an address in its standard spelling needs no lookup (the usual 127.0.0.1)
+        addresses = [ipaddress.ip_address(host.split("%")[0])]
+    except ValueError:  # a name, or another spelling (2130706433, 0x7f.1): ask the resolver
+        try:
+            infos = socket.getaddrinfo(host, parts.port or 443, proto=socket.IPPROTO_TCP)
+        except (OSError, UnicodeError):
+            return  # not resolvable now: the forward itself fails and is retried
+        addresses = [ipaddress.ip_address(info[4][0].split("%")[0]) for info in infos]
+    for address in addresses:
         mapped = getattr(address, "ipv4_mapped", None)
         if any((mapped or address) in net for net in REFUSED_NETWORKS):
             raise Refused("the destination resolves to a link-local or cloud-metadata address")

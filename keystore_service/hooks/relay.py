@@ -15,11 +15,10 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
-import requests
-
 from keystore_service.errors import Unavailable
 from keystore_service.hooks.forwarding import Forwarding, Job, Result
 from keystore_service.hooks.rules import Outcome
+from keystore_service.service.grouping import Groups
 
 log = logging.getLogger("keystore.relay")
 SWEEP_SECONDS = 1.0  # the contract: every forwarder sweeps at least once a second
@@ -39,8 +38,13 @@ class Relay:
         self._stop = threading.Event()
         self._busy = 0
         self._lock = threading.Lock()
-        self._local = threading.local()
         self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="keystore-forward")
+        # Forwards that end while another's settle is being written are settled together,
+        # in one transaction (group commit, as the claims: service/grouping.py).
+        self._settles: Groups[tuple[Job, Result], Outcome] = Groups(
+            lambda ended: self.forwarding.settle_many(self.holder, ended),
+            lambda one: self.forwarding.settle(one[0], self.holder, one[1]),
+            limit=concurrency)
         self._thread = threading.Thread(target=self._run, name="keystore-relay", daemon=True)
         self.counts = {"delivered": 0, "retry": 0, "failed": 0, "lost_lease": 0}
 
@@ -81,7 +85,7 @@ class Relay:
 
     def _one(self, job: Job) -> None:
         try:
-            result = self.forwarding.forward(job, self._session())
+            result = self.forwarding.forward(job)
             outcome = self._settle(job, result)
             with self._lock:
                 self.counts[outcome.value if outcome else "lost_lease"] += 1
@@ -101,20 +105,13 @@ class Relay:
         pause = 0.1
         while True:
             try:
-                return self.forwarding.settle(job, self.holder, result)
+                return self._settles.submit(job.event.id, (job, result))
             except Unavailable:
                 left = (job.event.lease_until - self.forwarding.clock()) / 1e6  # micros
                 if left < pause or self._stop.is_set():
                     raise
                 time.sleep(pause)
                 pause = min(pause * 2, 1.0)
-
-    def _session(self) -> requests.Session:
-        session = getattr(self._local, "session", None)
-        if session is None:
-            session = self._local.session = requests.Session()
-            session.trust_env = False  # no proxy from the environment for forwards
-        return session
 
     def _listen(self) -> None:
         """LISTEN keystore_hooks on a connection of its own; reconnects after a failure."""

@@ -76,6 +76,11 @@ class HookStore:
         if not db.sqlite:
             candidates = candidates.with_for_update(of=hook_events, skip_locked=True)
         self._candidates = Sql(candidates, d)
+        limits = select(S.max_in_flight, S.timeout_seconds).where(S.id == bindparam("sid"))
+        self._limits = Sql(limits if db.sqlite else limits.with_for_update(), d)
+        self._flying = Sql(select(func.count()).where(
+            E.source_id == bindparam("sid"), E.state == "delivering",
+            E.lease_until > bindparam("now")), d)
         self._take = Sql(update(hook_events).where(E.id == bindparam("eid")).values(
             state="delivering", attempts=E.attempts + 1, lease_holder=bindparam("holder"),
             lease_until=bindparam("until")).returning(*hook_events.c), d)
@@ -138,19 +143,14 @@ class HookStore:
         candidates = self._candidates.all(cur, {"now": now, "n": limit * 4})
         if not candidates:
             return []
-        sids = sorted({sid for _, sid in candidates})
-        sources = select(S.id, S.max_in_flight, S.timeout_seconds).where(
-            S.id.in_(sids)).order_by(S.id)
-        if not self.sqlite:
-            sources = sources.with_for_update()
-        d = self.db.engine.dialect
-        limits = {sid: (m, t) for sid, m, t in Sql(sources, d, bound=True).all(cur)}
-        flying = select(E.source_id, func.count()).where(
-            E.state == "delivering", E.lease_until > now, E.source_id.in_(sids)).group_by(
-            E.source_id)
-        room = {sid: m for sid, (m, _) in limits.items()}
-        for sid, n in Sql(flying, d, bound=True).all(cur):
-            room[sid] -= n
+        limits, room = {}, {}
+        for sid in sorted({sid for _, sid in candidates}):  # locked in order: no deadlock
+            row = self._limits.one(cur, {"sid": sid})
+            if row is None:
+                continue  # removed meanwhile: nothing of it is taken
+            limits[sid] = row
+            flying = self._flying.one(cur, {"sid": sid, "now": now})[0]
+            room[sid] = limits[sid][0] - flying
         taken: list[Event] = []
         for event_pk, sid in candidates:
             if len(taken) >= limit or room.get(sid, 0) <= 0:
@@ -233,6 +233,12 @@ class HookStore:
             if len(shown) < ATTEMPTS_SHOWN:
                 shown.append(Attempt(*row))
         return {pk: list(reversed(v)) for pk, v in out.items()}
+
+    def notify_relays(self) -> None:
+        """NOTIFY keystore_hooks (PostgreSQL), on an autocommit connection of its own: the
+        relays of every instance LISTEN for it (hooks/relay.py)."""
+        with self.db.connection() as cur:
+            cur.execute("NOTIFY keystore_hooks")
 
     def transaction(self):
         return self.db.transaction()

@@ -55,35 +55,54 @@ def signed(body: bytes, event_id: Optional[str], secret: str = SECRET) -> dict:
 
 class Sink:
     """A destination on loopback: records every request; `answer(n, request)` gives the
-    status (and headers) of the n-th request, 200 by default."""
+    status of the n-th request, 200 by default, or (status, headers), or (status, headers,
+    body): a chunked body when the headers say Transfer-Encoding: chunked. `keep_alive`:
+    HTTP/1.1 with kept-alive connections (each request notes its client port)."""
 
-    def __init__(self, answer: Callable[[int, dict], Any] = lambda n, r: 200):
+    def __init__(self, answer: Callable[[int, dict], Any] = lambda n, r: 200,
+                 keep_alive: bool = False):
         self.requests: list[dict] = []
         self.answer = answer
         self._lock = threading.Lock()
         sink = self
 
         class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1" if keep_alive else "HTTP/1.0"
+
             def do_POST(self):  # noqa: N802 (http.server's API)
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                got = {"path": self.path, "headers": dict(self.headers.items()), "body": body}
+                got = {"path": self.path, "headers": dict(self.headers.items()), "body": body,
+                       "port": self.client_address[1]}
                 with sink._lock:
                     n = len(sink.requests)
                     sink.requests.append(got)
                 reply = sink.answer(n, got)
-                status, headers = (reply, {}) if isinstance(reply, int) else reply
-                payload = json.dumps({"n": n}).encode()
+                status, headers, payload = (reply, {}, None) if isinstance(reply, int) else (
+                    (*reply, None) if len(reply) == 2 else reply)
+                payload = json.dumps({"n": n}).encode() if payload is None else payload
+                chunked = headers.get("Transfer-Encoding") == "chunked"
                 self.send_response(status)
                 for k, v in headers.items():
                     self.send_header(k, v)
-                self.send_header("Content-Length", str(len(payload)))
+                if not chunked:
+                    self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
-                self.wfile.write(payload)
+                try:
+                    if chunked:
+                        for i in range(0, len(payload), 65536):
+                            part = payload[i:i + 65536]
+                            self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
+                        self.wfile.write(b"0\r\n\r\n")
+                    else:
+                        self.wfile.write(payload)
+                except OSError:  # the client read what it keeps and closed
+                    self.close_connection = True
 
             def log_message(self, *args):
                 pass
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/in"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 

@@ -4,23 +4,22 @@ and redelivery. The relay's steps are driven by hand here, on the test clock."""
 from __future__ import annotations
 
 import json
-
-import requests
+import threading
+import time
 
 from keystore_service.hooks.relay import Relay
 
-from .support import create_source
+from .support import Sink, create_source
 from .test_ingest import BODY, deliver
 
 HOLDER = "test-relay"
 
 
-def pump(forwarding, session=None, limit=16) -> list:
+def pump(forwarding, limit=16) -> list:
     """Take what is due and forward it, as one relay round does; the outcomes."""
-    session = session or requests.Session()
     out = []
     for job in forwarding.take(HOLDER, limit):
-        out.append(forwarding.settle(job, HOLDER, forwarding.forward(job, session)))
+        out.append(forwarding.settle(job, HOLDER, forwarding.forward(job)))
     return [o.value if o else None for o in out]
 
 
@@ -174,9 +173,8 @@ def test_an_expired_lease_is_taken_over_and_the_old_result_dropped(gw, sink, for
     clock.advance(10 + 15 + 0.001)  # timeout + 15 s: the lease ran out
     (second,) = forwarding.take("relay-b", 1)
     assert second.event.attempts == 2
-    session = requests.Session()
-    assert forwarding.settle(first, "relay-a", forwarding.forward(first, session)) is None
-    assert forwarding.settle(second, "relay-b", forwarding.forward(second, session)).value \
+    assert forwarding.settle(first, "relay-a", forwarding.forward(first)) is None
+    assert forwarding.settle(second, "relay-b", forwarding.forward(second)).value \
         == "delivered"
     assert [r["headers"]["Keystore-Attempt"] for r in sink.requests] == ["1", "2"]
 
@@ -188,6 +186,74 @@ def test_max_in_flight_holds_across_relays(gw, sink, forwarding):
     a = forwarding.take("relay-a", 10)
     b = forwarding.take("relay-b", 10)
     assert (len(a), len(b)) == (2, 0)
+
+
+def test_long_answers_are_cut_and_the_connections_stay_usable(gw, forwarding):
+    """An answer over the 4 KiB kept is not read on (a destination cannot make the relay
+    read megabytes), its connection is dropped, and the next forward goes through; a short
+    answer leaves its connection alive for the next forward."""
+    big = b"x" * (1 << 20)
+    answers = [(200, {}, big), (200, {"Transfer-Encoding": "chunked"}, big), 200, 200]
+    sink = Sink(lambda n, r: answers[n], keep_alive=True)
+    try:
+        source = create_source(gw, gw.token, sink.url)
+        for n in range(4):
+            deliver(gw, source, json.dumps({"id": n}).encode(), event_id=f"e{n}")
+            assert pump(forwarding, limit=1) == ["delivered"]
+        for n in (0, 1):
+            assert record(gw, f"e{n}")["result"]["body"] == "x" * 4096
+        ports = [r["port"] for r in sink.requests]
+        assert ports[2] != ports[1] and ports[3] == ports[2], ports
+    finally:
+        sink.close()
+
+
+def test_attempts_that_end_together_are_settled_in_one_transaction(gw, sink, forwarding,
+                                                                    clock):
+    source = create_source(gw, gw.token, sink.url)
+    for n in range(3):
+        deliver(gw, source, json.dumps({"id": n}).encode(), event_id=f"e{n}")
+    jobs = forwarding.take("relay-a", 3)
+    ended = [(job, forwarding.forward(job)) for job in jobs]
+    clock.advance(10 + 15 + 0.001)  # relay A stalled past its leases: B takes one over
+    (over,) = forwarding.take("relay-b", 1)
+    outcomes = forwarding.settle_many("relay-a", ended)
+    assert {j.event.id: o.value for j, o in ((j, outcomes.get(j.event.id)) for j, _ in ended)
+            if o} == {j.event.id: "delivered" for j, _ in ended if j.event.id != over.event.id}
+    assert over.event.id not in outcomes  # its result is dropped: B's attempt stands
+    states = {f"e{n}": delivery(gw, f"e{n}")["state"] for n in range(3)}
+    assert sorted(states.values()) == ["delivered", "delivered", "delivering"]
+    assert forwarding.settle(over, "relay-b", forwarding.forward(over)).value == "delivered"
+    assert {record(gw, f"e{n}")["state"] for n in range(3)} == {"succeeded"}
+
+
+def test_a_relays_forwards_that_end_together_share_a_commit(gw_app, gw):
+    """Eight forwards answered at the same moment: their settles go in fewer transactions
+    than eight, and each is written as alone."""
+    gate = threading.Barrier(8, timeout=10)
+
+    def together(n, r):
+        gate.wait()  # every forward of the first eight answers at once
+        return 200
+    sink = Sink(lambda n, r: together(n, r) if n < 8 else 200)
+    relay = None
+    try:
+        source = create_source(gw, gw.token, sink.url, max_in_flight=8)
+        for n in range(8):
+            deliver(gw, source, json.dumps({"id": n}).encode(), event_id=f"e{n}")
+        ks = gw_app.extensions["keystore"]
+        relay = Relay(ks.gateway.forwarding, 8, "grouping-relay").start()
+        started = time.monotonic()
+        while relay.counts["delivered"] < 8 and time.monotonic() - started < 15:
+            time.sleep(0.01)
+        assert relay.counts == {"delivered": 8, "retry": 0, "failed": 0, "lost_lease": 0}
+        assert relay._settles.members == 8 and relay._settles.groups < 8
+        assert {delivery(gw, f"e{n}")["state"] for n in range(8)} == {"delivered"}
+        assert {record(gw, f"e{n}")["state"] for n in range(8)} == {"succeeded"}
+    finally:
+        if relay is not None:
+            relay.stop()
+        sink.close()
 
 
 def test_a_real_relay_forwards_within_a_moment(gw_app, gw, sink):

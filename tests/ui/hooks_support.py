@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 import pytest
-import requests
 
 from keystore_service.settings import Settings
 from tests.gateway.support import KEY, Sink, create_source, register, signed
@@ -31,8 +30,7 @@ def deliver(client, source: dict, body: bytes = BODY, event_id: str = "evt_1") -
 def pump(app, limit: int = 16) -> list:
     """Take what is due and forward it, as one relay round does; the outcomes."""
     forwarding = app.extensions["keystore"].gateway.forwarding
-    session = requests.Session()
-    out = [forwarding.settle(job, HOLDER, forwarding.forward(job, session))
+    out = [forwarding.settle(job, HOLDER, forwarding.forward(job))
            for job in forwarding.take(HOLDER, limit)]
     return [o.value if o else None for o in out]
 
