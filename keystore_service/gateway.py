@@ -60,7 +60,8 @@ def build(settings: Settings, database: Database, records: RecordStore, reviews:
     tenant_name = functools.lru_cache(maxsize=4096)(accounts.tenant_name)
     ingest = Ingest(sources, events, records, reviews, sealer, clock,
                     settings.token_cache_seconds, wake=lambda: gateway.wake(),
-                    received=observed.hook_received, tenant_name=tenant_name)
+                    received=observed.hook_received, tenant_name=tenant_name,
+                    group_commit=settings.group_commit)
     deliveries = Deliveries(sources, events, records, reviews, clock,
                             wake=lambda: gateway.wake())
     forwarding = Forwarding(sources, events, records, reviews, sealer, clock,

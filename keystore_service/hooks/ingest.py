@@ -16,11 +16,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import secrets
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any, Optional
 
 from keystore_service import errors
 from keystore_service.domain import records as domain
@@ -29,12 +32,15 @@ from keystore_service.domain.upkeep import claim_changes
 from keystore_service.hooks import providers, rules
 from keystore_service.hooks.providers import Headers, Inbound, InvalidSignature, MissingEventId
 from keystore_service.hooks.rules import Arrival
+from keystore_service.service.grouping import Groups
 from keystore_service.service.sealing import Sealer
 from keystore_service.storage.accounts import hash_token
 from keystore_service.storage.events import HookStore
 from keystore_service.storage.records import RecordStore, new_record_values
 from keystore_service.storage.reviews import ReviewStore
 from keystore_service.storage.sources import Source, SourceStore
+
+log = logging.getLogger("keystore.ingest")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,10 +69,19 @@ class Ingest:
                  reviews: ReviewStore, sealer: Sealer, clock: Callable[[], Micros],
                  cache_seconds: float = 5.0, wake: Callable[[], None] = lambda: None,
                  received: Callable[[str, str, str], None] = lambda *a: None,
-                 tenant_name: Callable[[int], str] = str):
+                 tenant_name: Callable[[int], str] = str, group_commit: bool = True):
         self.sources, self.events, self.records, self.reviews = sources, events, records, \
             reviews
-        self.sealer, self.clock, self.wake = sealer, clock, wake
+        self.sealer, self.clock, self._wake = sealer, clock, wake
+        # Other instances' relays hear of an accepted event by NOTIFY, sent after the commit
+        # and coalesced (Notifier); this process's relay by a direct wake-up.
+        self.notifier = None if events.sqlite else Notifier(events.notify_relays)
+        # A new event is its record's claim and the event's row. PostgreSQL: one statement
+        # (HookStore.claim_and_add). SQLite: the events this process's threads accept at the
+        # same time share one transaction, one write lock (service/grouping.py).
+        self.groups: Optional[Groups[tuple[dict, dict], Arrival]] = Groups(
+            self._record_new_many, lambda item: None) if group_commit and events.sqlite \
+            else None
         self._received, self.tenant_name = received, tenant_name
         self.cache_seconds = cache_seconds
         self._cache: dict[str, tuple[Opened, float]] = {}
@@ -137,24 +152,53 @@ class Ingest:
                  "received_at": now, "window_start": now, "next_attempt_at": now,
                  "attempts": 0, "lease_holder": None, "lease_until": None,
                  "delivered_at": None, "body_dropped_at": None}
+        # The usual cases first: a new event id, or a plain repeat.
+        if self.groups is not None:
+            arrival = self.groups.submit(_key(values), (values, event))
+            if arrival is not None:
+                return arrival
+        elif not self.events.sqlite:
+            row, added = self.events.claim_and_add(values, event)
+            if row is not None:
+                return Arrival.NEW if added else Arrival.DUPLICATE  # a repeat is counted
         for _ in range(16):  # lost compare-and-set races; each needs another writer
             with self.records.transaction() as cur:
-                row = self.records.claim(values, cur)  # insert, or count a plain repeat
-                if row is not None and row.lease_token_hash == token_hash:
-                    self.events.add(cur, record_id=row.id, **event)
-                    self._notify(cur)
-                    return Arrival.NEW
-                if row is not None:
-                    return Arrival.DUPLICATE  # counted by the statement
+                arrival = self._record_new(cur, values, event)
+                if arrival is not None:
+                    return arrival
                 seen = self.records.get(source.tenant_id, values["scope"], event_id, cur)
                 if seen is None:
                     continue  # purged in between: insert again
                 arrival = rules.decide_arrival(seen, fingerprint, now)
                 if self._write(cur, arrival, seen, values, event, body, headers, now):
-                    if arrival is Arrival.NEW_INCARNATION:
-                        self._notify(cur)
                     return arrival
         raise errors.Unavailable("too much contention on this event; the provider resends")
+
+    def _record_new(self, cur: Any, values: dict, event: dict) -> Optional[Arrival]:
+        """A new event id (recorded: NEW) or a plain repeat (counted by the statement:
+        DUPLICATE); None when the record's state must be looked at (nothing written)."""
+        row = self.records.claim(values, cur)  # insert, or count a plain repeat
+        if row is not None and row.lease_token_hash == values["lease_token_hash"]:
+            self.events.add(cur, record_id=row.id, **event)
+            return Arrival.NEW
+        return None if row is None else Arrival.DUPLICATE
+
+    def _record_new_many(self, many: list[tuple[dict, dict]]) -> dict[Hashable, Arrival]:
+        """_record_new() of several events in one transaction, in key order (as every
+        multi-row write here: two groups cannot deadlock on each other's new keys)."""
+        out = {}
+        with self.records.transaction() as cur:
+            for values, event in sorted(many, key=lambda item: _key(item[0])):
+                arrival = self._record_new(cur, values, event)
+                if arrival is not None:
+                    out[_key(values)] = arrival
+        return out
+
+    def wake(self) -> None:
+        """After the commit: this process's relay at once, the others' by NOTIFY."""
+        self._wake()
+        if self.notifier is not None:
+            self.notifier.notify()
 
     def _write(self, cur, arrival: Arrival, seen: Record, values: dict, event: dict,
                body: bytes, headers: list, now: Micros) -> bool:
@@ -186,9 +230,47 @@ class Ingest:
             self.events.reset(cur, old, **fields)
         return True
 
-    def _notify(self, cur) -> None:
-        if not self.records.db.sqlite:  # delivered to LISTENing relays at the commit
-            cur.execute("NOTIFY keystore_hooks")
+
+
+def _key(values: dict) -> tuple:
+    return values["tenant_id"], values["scope"], values["key"]
+
+
+class Notifier:
+    """NOTIFY keystore_hooks for the relays of every instance (PostgreSQL), sent by a thread
+    of its own after the commits it tells of, one at a time: the ingests that commit while
+    one is in flight share the next. Inside each ingest's transaction, NOTIFY serialised
+    every ingest's commit (PostgreSQL takes one database-wide lock from a notifying
+    transaction's commit until its end, WAL flush included; docs/benchmarks.md, "The
+    gateway"). A lost NOTIFY costs a relay its wake-up, not the event: the 1 s sweep
+    finds it."""
+
+    def __init__(self, send: Callable[[], None]):
+        self.send = send
+        self._due = threading.Event()
+        self._lock = threading.Lock()
+        self._pid = 0  # the thread is started in the process that notifies (after a fork)
+        self.sent = 0
+
+    def notify(self) -> None:
+        self._due.set()
+        if self._pid != os.getpid():
+            with self._lock:
+                if self._pid != os.getpid():
+                    self._pid = os.getpid()
+                    threading.Thread(target=self._run, name="keystore-notify",
+                                     daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            self._due.wait()
+            self._due.clear()
+            try:
+                self.send()
+                self.sent += 1
+            except Exception as exc:  # noqa: BLE001 - the sweep stands in for it
+                log.warning("NOTIFY keystore_hooks failed (%s)", type(exc).__name__)
+                time.sleep(0.5)
 
 
 _STATUS = {Arrival.NEW: "accepted", Arrival.NEW_INCARNATION: "accepted",

@@ -7,12 +7,14 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-from sqlalchemy import and_, bindparam, delete, func, null, or_, select, update
+from sqlalchemy import and_, bindparam, delete, func, insert, null, or_, select, update
+from sqlalchemy.dialects import postgresql
 
-from keystore_service.domain.records import SECOND, Micros
+from keystore_service.domain.records import SECOND, Micros, Record
 from keystore_service.storage.db import Database
+from keystore_service.storage.records import INSERT_COLUMNS, insert_or_count
 from keystore_service.storage.sql import Sql
-from keystore_service.storage.tables import hook_attempts, hook_events, hook_sources
+from keystore_service.storage.tables import hook_attempts, hook_events, hook_sources, records
 
 E, A, S = hook_events.c, hook_attempts.c, hook_sources.c
 ATTEMPTS_SHOWN = 20  # per delivery in a listing: the newest; the count says how many more
@@ -59,6 +61,7 @@ class HookStore:
         cols = [f.name for f in fields(Event) if f.name != "id"]
         self._add = Sql(hook_events.insert().values({n: bindparam(n) for n in cols})
                         .returning(*hook_events.c), d)
+        self._claim_and_add = None if db.sqlite else Sql(_claim_and_add(), d)
         self._of_record = Sql(select(hook_events).where(E.record_id == bindparam("rid")), d)
         self._by_id = Sql(select(hook_events).where(E.id == bindparam("id")), d)
         self._reset = Sql(update(hook_events).where(E.id == bindparam("eid")).values(
@@ -119,6 +122,20 @@ class HookStore:
 
     def add(self, cur: Any, **values: Any) -> Event:
         return Event(*self._add.one(cur, values))
+
+    def claim_and_add(self, values: dict, event: dict) -> tuple[Optional[Record], bool]:
+        """PostgreSQL: the claim of an event's record (RecordStore.claim) and, when the
+        claim inserted it, the event's row, in one statement on an autocommit connection
+        (one round trip and one commit: an ingest was BEGIN, two INSERTs and COMMIT).
+        The claimed row (None when the domain must decide) and whether the event was added.
+        """
+        assert self._claim_and_add is not None
+        params = {**values, **{f"ev_{k}": v for k, v in event.items()}}
+        with self.db.connection() as cur:
+            row = self._claim_and_add.one(cur, params)
+        if row is None:
+            return None, False
+        return Record(*row[:-1]), bool(row[-1])
 
     def of_record(self, cur: Any, record_id: int) -> Optional[Event]:
         row = self._of_record.one(cur, {"rid": record_id})
@@ -242,6 +259,22 @@ class HookStore:
 
     def transaction(self):
         return self.db.transaction()
+
+
+def _claim_and_add() -> Any:
+    """WITH r AS (the claim) , e AS (INSERT the event SELECT ... FROM r WHERE r's lease
+    token is the one this claim brought, i.e. it inserted r) SELECT r.*, e's count."""
+    ins = postgresql.insert(records).values({n: bindparam(n) for n in INSERT_COLUMNS})
+    r = insert_or_count(ins, []).cte("r")
+    cols = [c for c in hook_events.c if c.name not in ("id", "tenant_id", "record_id",
+                                                         "event_id")]
+    added = insert(hook_events).from_select(
+        ["tenant_id", "record_id", "event_id", *(c.name for c in cols)],
+        select(r.c.tenant_id, r.c.id, r.c.key,
+               *(bindparam(f"ev_{c.name}", type_=c.type) for c in cols))
+        .where(r.c.lease_token_hash == bindparam("lease_token_hash"))
+    ).returning(E.id).cte("e")
+    return select(*r.c, select(func.count()).select_from(added).scalar_subquery())
 
 
 assert [c.name for c in hook_events.c] == [f.name for f in fields(Event)], "column order"

@@ -27,7 +27,7 @@ from keystore_service.storage.tables import attempts, kept_payloads, late_traces
 R = records.c
 # What a decision depends on: if none of these moved, the decision still holds.
 GUARD = ("incarnation", "attempt", "state", "lease_token_hash", "lease_expires_at", "expires_at")
-_INSERT_COLUMNS = [c.name for c in records.c if c.name != "id"]
+INSERT_COLUMNS = [c.name for c in records.c if c.name != "id"]
 
 
 def counted_repeat_sql(row: Any, claim: Any):
@@ -61,7 +61,7 @@ class RecordStore:
         self.db = db
         dialect = db.engine.dialect
         ins = (sqlite if db.sqlite else postgresql).insert(records).values(
-            {name: bindparam(name) for name in _INSERT_COLUMNS})
+            {name: bindparam(name) for name in INSERT_COLUMNS})
         # The key's trace (a purged record's fingerprint and expiry) comes back with the
         # claim in the same round trip: a late repeat costs a new key no extra query.
         # (The claimed row is named by literal columns: SQLAlchemy renders an INSERT's own
@@ -72,7 +72,7 @@ class RecordStore:
                         lt.c.key == literal_column('records."key"'))
         trace = [select(column).where(same_key).scalar_subquery()
                  for column in (lt.c.fingerprint, lt.c.expired_at)]
-        self._claim = Sql(_insert_or_count(ins, trace), dialect)
+        self._claim = Sql(insert_or_count(ins, trace), dialect)
         self._claims: dict[int, Sql] = {}  # claim_many's statement of each group size
         self._trace_columns = trace
         self._add_counts = Sql(text(_ADD_COUNTS_SQLITE if db.sqlite else _ADD_COUNTS_PG),
@@ -165,7 +165,7 @@ class RecordStore:
             ins = (sqlite if self.db.sqlite else postgresql).insert(records).values(
                 [_numbered(i) for i in range(len(many))])
             stmt = self._claims[len(many)] = Sql(
-                _insert_or_count(ins, self._trace_columns), self._dialect)
+                insert_or_count(ins, self._trace_columns), self._dialect)
         params = {f"g{i}_{name}": value for i, values in enumerate(many)
                   for name, value in values.items()}
         with self.db.connection() as c:
@@ -248,7 +248,7 @@ _ADD_COUNTS_SQLITE = """
     WHERE records.id = j.id AND records.incarnation = j.incarnation"""
 
 
-def _insert_or_count(ins: Any, trace: list) -> Any:
+def insert_or_count(ins: Any, trace: list) -> Any:
     """The claim's statement around an INSERT of one row or several (`ins`)."""
     return ins.on_conflict_do_update(
         index_elements=[R.tenant_id, R.scope, R.key],
@@ -261,7 +261,7 @@ def _insert_or_count(ins: Any, trace: list) -> Any:
 def _numbered(i: int) -> dict:
     """The i-th row of a multi-row claim, its parameters named `g<i>_<column>` (not
     `<column>_<i>`: SQLAlchemy names the `+ 1` of the counter `duplicate_count_1`)."""
-    return {name: bindparam(f"g{i}_{name}") for name in _INSERT_COLUMNS}
+    return {name: bindparam(f"g{i}_{name}") for name in INSERT_COLUMNS}
 
 
 def new_record_values(tenant_id: int, scope: str, key: str, fingerprint: Optional[str],

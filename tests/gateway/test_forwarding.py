@@ -7,6 +7,8 @@ import json
 import threading
 import time
 
+import pytest
+
 from keystore_service.hooks.relay import Relay
 
 from .support import Sink, create_source
@@ -281,6 +283,46 @@ def test_a_real_relay_forwards_within_a_moment(gw_app, gw, sink):
     finally:
         relay.stop()
         live.extensions["keystore"].database.engine.dispose()
+
+
+@pytest.mark.postgres
+def test_another_instances_relay_is_woken_by_notify(pg_url, sink):
+    """PostgreSQL: an event accepted by one instance is picked up by another instance's
+    relay at once (NOTIFY after the commit), not at its next 1 s sweep."""
+    from keystore_service.app import create_app
+    from keystore_service.settings import Settings
+    from tests.conftest import truncate_pg
+    from tests.support import T0, Http
+
+    from .support import KEY, signed
+    truncate_pg(pg_url)
+    accepting = create_app(Settings(database_url=pg_url, secret_key=KEY))
+    relaying = create_app(Settings(database_url=pg_url, secret_key=KEY))
+    ks = accepting.extensions["keystore"]
+    ks.accounts.create_tenant("acme", T0)
+    http = Http(accepting.test_client(), ks.accounts.create_token("acme", "operator", None, T0))
+    other = relaying.extensions["keystore"]
+    relay = other.gateway.start_relay(other.settings, "other-instance")
+    try:
+        source = create_source(http, http.token, sink.url)
+        path = "/hooks/" + source["ingest_url"].rsplit("/", 1)[1]
+        time.sleep(0.5)  # the relay's LISTEN is in place
+        took = []
+        for n in range(5):
+            body = json.dumps({"id": n}).encode()
+            started = time.monotonic()
+            r = accepting.test_client().post(path, data=body, headers=signed(body, f"e{n}"))
+            assert r.status_code == 202
+            while len(sink.requests) <= n and time.monotonic() - started < 3:
+                time.sleep(0.002)
+            took.append(time.monotonic() - started)
+            time.sleep(0.3)
+        assert len(sink.requests) == 5 and max(took) < 0.25, took
+        assert ks.gateway.ingest.notifier.sent >= 5
+    finally:
+        relay.stop()
+        ks.database.engine.dispose()
+        other.database.engine.dispose()
 
 
 def test_a_delivered_body_is_dropped_after_its_time_and_then_cannot_be_redelivered(

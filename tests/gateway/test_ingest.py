@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 import requests
@@ -23,6 +24,36 @@ def deliver(gw, source: dict, body: bytes = BODY, event_id="evt_1", **headers):
 def count(app, table, *where) -> int:
     with app.extensions["keystore"].database.engine.connect() as conn:
         return conn.execute(select(func.count()).select_from(table).where(*where)).scalar()
+
+
+def test_events_that_arrive_together_are_each_answered_as_alone(gw_app, gw, sink, backend):
+    """16 deliveries at once, 8 events twice each: one 202 and one duplicate per event, one
+    record and one event row each; on SQLite in fewer transactions than deliveries (on
+    PostgreSQL each new event is one statement of its own)."""
+    source = create_source(gw, gw.token, sink.url)
+    path = "/hooks/" + source["ingest_url"].rsplit("/", 1)[1]
+    start = threading.Barrier(16, timeout=10)
+    answers: list[tuple[int, int, str]] = []
+
+    def send(n: int) -> None:
+        client = gw_app.test_client()
+        body = json.dumps({"id": n % 8}).encode()
+        start.wait()
+        r = client.post(path, data=body, headers=signed(body, f"evt_{n % 8}"))
+        answers.append((n % 8, r.status_code, r.get_json()["status"]))
+    threads = [threading.Thread(target=send, args=(n,)) for n in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(answers) == sorted([(n, 200, "duplicate") for n in range(8)]
+                                     + [(n, 202, "accepted") for n in range(8)])
+    assert count(gw_app, hook_events) == 8 and count(gw_app, records) == 8
+    groups = gw_app.extensions["keystore"].gateway.ingest.groups
+    if backend == "sqlite":
+        assert groups.members == 16 and groups.groups < 16
+    else:
+        assert groups is None
 
 
 def test_new_duplicate_and_held(gw_app, gw, sink):
