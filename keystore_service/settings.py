@@ -66,7 +66,8 @@ class Settings(BaseSettings):
     # gunicorn's own default: a proxy on the same host (docs/deployment.md).
     forwarded_allow_ips: str = "127.0.0.1,::1"
     # Group commit (docs/benchmarks.md): claims that a worker's threads make at the same time
-    # go to the database as one statement and one commit; a lone claim still goes at once.
+    # go to the database as one statement and one commit (and on SQLite the webhook events
+    # they accept at the same time, one transaction); a lone claim still goes at once.
     group_commit: bool = True
     # Repeats answered replay or in_progress counted after the answer, by each worker in one
     # statement a second (docs/api.md, "Repeats counted later"): a repeat costs a read.
