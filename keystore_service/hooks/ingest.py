@@ -184,14 +184,25 @@ class Ingest:
         return None if row is None else Arrival.DUPLICATE
 
     def _record_new_many(self, many: list[tuple[dict, dict]]) -> dict[Hashable, Arrival]:
-        """_record_new() of several events in one transaction, in key order (as every
-        multi-row write here: two groups cannot deadlock on each other's new keys)."""
-        out = {}
+        """_record_new() of several events in one transaction: their records' claims as
+        one statement (RecordStore.claim_many, in key order), the new events' rows as one
+        executemany; an event whose claim came back empty is not answered here (nothing of
+        it was written) and goes its own way."""
+        out: dict[Hashable, Arrival] = {}
+        added = []
         with self.records.transaction() as cur:
-            for values, event in sorted(many, key=lambda item: _key(item[0])):
-                arrival = self._record_new(cur, values, event)
-                if arrival is not None:
-                    out[_key(values)] = arrival
+            claimed = self.records.claim_many([values for values, _ in many], cur)
+            for values, event in many:
+                got = claimed.get(_key(values))
+                if got is None:
+                    continue
+                row = got[0]
+                if row.lease_token_hash == values["lease_token_hash"]:
+                    added.append({"record_id": row.id, **event})
+                    out[_key(values)] = Arrival.NEW
+                else:
+                    out[_key(values)] = Arrival.DUPLICATE  # counted by the statement
+            self.events.add_many(cur, added)
         return out
 
     def wake(self) -> None:

@@ -62,6 +62,8 @@ class HookStore:
         self._add = Sql(hook_events.insert().values({n: bindparam(n) for n in cols})
                         .returning(*hook_events.c), d)
         self._claim_and_add = None if db.sqlite else Sql(_claim_and_add(), d)
+        self._add_quietly = Sql(hook_events.insert().values(  # executemany: no RETURNING
+            {n: bindparam(n) for n in cols}), d).text
         self._of_record = Sql(select(hook_events).where(E.record_id == bindparam("rid")), d)
         self._by_id = Sql(select(hook_events).where(E.id == bindparam("id")), d)
         self._reset = Sql(update(hook_events).where(E.id == bindparam("eid")).values(
@@ -145,6 +147,11 @@ class HookStore:
         if row is None:
             return None, False
         return Record(*row[:-1]), bool(row[-1])
+
+    def add_many(self, cur: Any, rows: list[dict]) -> None:
+        """Several new events, each a dict of every column but id, in one executemany."""
+        if rows:
+            cur.executemany(self._add_quietly, rows)
 
     def of_record(self, cur: Any, record_id: int) -> Optional[Event]:
         row = self._of_record.one(cur, {"rid": record_id})

@@ -154,7 +154,8 @@ class RecordStore:
         width = len(records.c)
         return Record(*row[:width]), (row[width], row[width + 1]) if row[width] else None
 
-    def claim_many(self, many: list[dict]) -> dict[tuple, tuple[Record, Optional[tuple]]]:
+    def claim_many(self, many: list[dict], cur: Any = None
+                   ) -> dict[tuple, tuple[Record, Optional[tuple]]]:
         """claim_with_trace() of several claims (distinct keys) in one statement and one
         commit (group commit, service/grouping.py): by (tenant_id, scope, key), the row and
         trace of each claim whose statement would have returned one. In key order, as every
@@ -168,8 +169,11 @@ class RecordStore:
                 insert_or_count(ins, self._trace_columns), self._dialect)
         params = {f"g{i}_{name}": value for i, values in enumerate(many)
                   for name, value in values.items()}
-        with self.db.connection() as c:
-            rows = stmt.all(c, params)
+        if cur is not None:  # inside the caller's transaction
+            rows = stmt.all(cur, params)
+        else:
+            with self.db.connection() as c:
+                rows = stmt.all(c, params)
         width = len(records.c)
         return {(row[1], row[2], row[3]): (
             Record(*row[:width]), (row[width], row[width + 1]) if row[width] else None)
