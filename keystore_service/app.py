@@ -69,7 +69,7 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
     engine = db.create(settings.database_url, pool_size=settings.pool_size,
                        sqlite_busy_timeout_ms=settings.sqlite_busy_timeout_ms,
                        sqlite_synchronous=settings.sqlite_synchronous)
-    database = db.Database(engine)
+    database = db.Database(engine, settings.sqlite_busy_timeout_ms / 1000)
     accounts, records = Accounts(database), RecordStore(database)
     observed = metrics.Metrics(settings.metrics_max_scopes, Gauges(database))
     reviews = ReviewStore(database)
