@@ -41,9 +41,9 @@ class Gateway:
     hook_rate: RateBuckets
     relay: Optional[Relay] = None
 
-    def wake(self) -> None:
-        if self.relay is not None:
-            self.relay.wake()
+    def wake(self) -> bool:
+        """Wake this process's relay; True when it runs and has a free slot."""
+        return self.relay is not None and self.relay.wake()
 
     def start_relay(self, settings: Settings, holder: Optional[str] = None) -> Relay:
         url = None if self.forwarding.events.sqlite else _plain(settings.database_url)

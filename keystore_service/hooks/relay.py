@@ -55,8 +55,11 @@ class Relay:
                              daemon=True).start()
         return self
 
-    def wake(self) -> None:
+    def wake(self) -> bool:
+        """Look for due events now; True when this relay has a free slot to take one."""
         self._wake.set()
+        with self._lock:
+            return self._busy < self.concurrency and not self._stop.is_set()
 
     def stop(self, wait: float = 20.0) -> None:
         """Stop taking events; wait up to `wait` s for forwards in flight (an unfinished
