@@ -12,8 +12,8 @@
    two; events per second from the first forward to the last, against the ingest rate.
 
 Everything on loopback; the sink answers 200 at once. Writes
-bench/results/gateway-<backend>-<date>.json and docs/img/benchmarks-gateway.png (with
---chart-from the other backend's file, both backends in one chart).
+bench/results/gateway-<backend>-<date>.json and docs/img/benchmarks-gateway.png (both
+backends in one chart when both have a result of the same day).
 """
 from __future__ import annotations
 
