@@ -121,11 +121,13 @@ class Forwarding:
                                         read=source.timeout_seconds),
                 redirect=False, retries=False, preload_content=False)
             try:
-                raw = resp.read(rules.ANSWER_KEPT_BYTES, decode_content=True) or b""
+                raw = _answer(resp, started + source.timeout_seconds)
             finally:
-                if not resp.closed:  # more answer than is kept: not reused, not read on
+                if not resp.closed:  # more answer than is kept, or too slow: not read on
                     resp.close()
                 resp.release_conn()
+            if raw is None:
+                return Result(None, "timeout", "", None, _ms(started))
             mark = route.forward.get("delivered_header")
             return Result(resp.status, None, rules.answer_text(raw),
                           resp.headers.get("Retry-After"), _ms(started),
@@ -226,6 +228,22 @@ class Forwarding:
                  "answer": (a.answer or "")[:512]} for a in last]})
             self.reviews.open_or_count(cur, new, domain.ReviewKind.DELIVERY_FAILED, now,
                                        kept=kept)
+
+
+def _answer(resp: Any, deadline: float) -> Optional[bytes]:
+    """Up to ANSWER_KEPT_BYTES of the answer, as it comes (read1: one receive at a time),
+    or None when the destination's timeout has passed since the forward began: the read
+    timeout bounds each receive only, and a destination that sends a byte now and then would
+    otherwise hold the forward (and its relay's slot) for hours."""
+    raw = b""
+    while len(raw) < rules.ANSWER_KEPT_BYTES:
+        part = resp.read1(rules.ANSWER_KEPT_BYTES - len(raw), decode_content=True)
+        if not part:
+            return raw
+        raw += part
+        if time.monotonic() > deadline and len(raw) < rules.ANSWER_KEPT_BYTES:
+            return None
+    return raw
 
 
 def _reason(outcome: Outcome, result: Result) -> Optional[str]:

@@ -7,6 +7,7 @@ import hashlib
 import hmac
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
@@ -56,7 +57,8 @@ def signed(body: bytes, event_id: Optional[str], secret: str = SECRET) -> dict:
 class Sink:
     """A destination on loopback: records every request; `answer(n, request)` gives the
     status of the n-th request, 200 by default, or (status, headers), or (status, headers,
-    body): a chunked body when the headers say Transfer-Encoding: chunked. `keep_alive`:
+    body): a chunked body when the headers say Transfer-Encoding: chunked, a body sent in
+    parts when it is a list of (seconds to wait, bytes). `keep_alive`:
     HTTP/1.1 with kept-alive connections (each request notes its client port)."""
 
     def __init__(self, answer: Callable[[int, dict], Any] = lambda n, r: 200,
@@ -84,11 +86,16 @@ class Sink:
                 self.send_response(status)
                 for k, v in headers.items():
                     self.send_header(k, v)
-                if not chunked:
+                if not chunked and not isinstance(payload, list):
                     self.send_header("Content-Length", str(len(payload)))
                 self.end_headers()
                 try:
-                    if chunked:
+                    if isinstance(payload, list):  # [(seconds to wait, bytes), ...]
+                        for pause, part in payload:
+                            time.sleep(pause)
+                            self.wfile.write(part)
+                            self.wfile.flush()
+                    elif chunked:
                         for i in range(0, len(payload), 65536):
                             part = payload[i:i + 65536]
                             self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))

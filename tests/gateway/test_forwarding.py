@@ -210,6 +210,22 @@ def test_long_answers_are_cut_and_the_connections_stay_usable(gw, forwarding):
         sink.close()
 
 
+def test_an_answer_dripping_past_the_timeout_is_a_timeout(gw, forwarding):
+    """The read timeout bounds each receive; the forward as a whole ends at the
+    destination's timeout even when the answer keeps coming a byte at a time."""
+    sink = Sink(lambda n, r: (200, {}, [(0.1, b"x")] * 40))  # 4 s of answer
+    try:
+        source = create_source(gw, gw.token, sink.url,
+                               destination={"url": sink.url, "timeout_seconds": 1})
+        deliver(gw, source)
+        started = time.monotonic()
+        assert pump(forwarding) == ["retry"]
+        assert time.monotonic() - started < 2.5
+        assert delivery(gw)["attempts"][0]["error"] == "timeout"
+    finally:
+        sink.close()
+
+
 def test_attempts_that_end_together_are_settled_in_one_transaction(gw, sink, forwarding,
                                                                     clock):
     source = create_source(gw, gw.token, sink.url)
