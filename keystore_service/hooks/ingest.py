@@ -246,7 +246,6 @@ class Ingest:
         return True
 
 
-
 def _key(values: dict) -> tuple:
     return values["tenant_id"], values["scope"], values["key"]
 

@@ -177,7 +177,13 @@ class WriterQueue:
 
     def forked(self) -> None:
         self._threads = threading.Lock()  # a thread of the parent may have held it
-        self._fd, self._pid = -1, 0  # the parent's open file shares the parent's lock
+        if self._fd >= 0:  # the parent's open file shares the parent's lock: let it be
+            _quietly(os.close, self._fd)
+        self._fd, self._pid = -1, 0
+
+    def __del__(self) -> None:  # a Database dropped (tests make many): its file too
+        if self._fd >= 0 and self._pid == os.getpid():
+            _quietly(os.close, self._fd)
 
     def enter(self) -> tuple[bool, bool]:
         """Wait for this transaction's turn; (thread turn, file turn) as taken."""

@@ -95,3 +95,19 @@ def test_a_forked_child_queues_on_its_own_turn(tmp_path):
 def test_no_queue_for_postgresql():
     engine = db.create("postgresql://keystore@127.0.0.1:1/none")  # (never connected)
     assert db.Database(engine).writers is None
+
+
+def test_a_dropped_database_closes_its_lock_file(tmp_path):
+    import gc
+
+    def open_files() -> int:
+        fds = [f"/proc/self/fd/{fd}" for fd in os.listdir("/proc/self/fd")]
+        return sum(os.readlink(fd).endswith("k.db-writers") for fd in fds if os.path.exists(fd))
+    for _ in range(5):
+        d = database(tmp_path)
+        with d.transaction() as cur:
+            cur.execute("SELECT 1")
+        d.engine.dispose()
+        del d, cur
+    gc.collect()
+    assert open_files() == 0
