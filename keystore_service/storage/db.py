@@ -133,6 +133,28 @@ class Database:
                 if turn is not None:
                     self.writers.leave(turn)
 
+    @contextmanager
+    def steps(self) -> Iterator[Steps]:
+        """A transaction written as a few batches of statements (Steps.send): on PostgreSQL
+        each batch is one round trip (pipeline mode), BEGIN going with the first and COMMIT
+        with the one sent `last`; on SQLite they run one by one. For a transaction that
+        holds a contended lock: no round trip, and no wait of its thread for the GIL, falls
+        between taking the lock and the COMMIT that lets it go. Rolled back on any error."""
+        with self.connection() as cur:
+            turn = self.writers.enter() if self.writers is not None else None
+            steps = Steps(cur, self._begin, self.sqlite)
+            try:
+                yield steps
+                if not steps.done:
+                    steps.send([], last=True)
+            except BaseException:
+                if steps.begun:
+                    _quietly(cur.execute, "ROLLBACK")
+                raise
+            finally:
+                if turn is not None:
+                    self.writers.leave(turn)
+
     def _is_outage(self, exc: BaseException) -> bool:
         if not self.sqlite:
             return True  # psycopg: OperationalError and InterfaceError are about the server
@@ -156,6 +178,55 @@ class Database:
         with self.connection() as cur:
             cur.execute("SELECT 1")
             cur.fetchall()
+
+
+class Steps:
+    """The batches of one transaction (Database.steps)."""
+
+    def __init__(self, cur: Any, begin: str, sqlite: bool):
+        self.cur, self.begin, self.sqlite = cur, begin, sqlite
+        self.begun = self.done = False
+
+    def cursor(self) -> Any:
+        """The transaction's cursor, for statements run one at a time between batches."""
+        assert not self.done, "the transaction has ended"
+        if not self.begun:
+            self.cur.execute(self.begin)
+            self.begun = True
+        return self.cur
+
+    def send(self, statements: list[tuple[Any, dict]], last: bool = False) -> list[list]:
+        """Run (Sql, params) statements in order; the rows of each (empty for none)."""
+        assert not self.done, "the transaction has ended"
+        cur = self.cur
+        if self.sqlite:
+            if not self.begun:
+                cur.execute(self.begin)
+                self.begun = True
+            out = []
+            for stmt, params in statements:
+                stmt.run(cur, params)
+                out.append(cur.fetchall() if cur.description else [])
+            if last:
+                cur.execute("COMMIT")
+                self.done = True
+            return out
+        conn = cur.connection
+        cursors = []
+        try:
+            with conn.pipeline():
+                if not self.begun:
+                    self.begun = True
+                    cur.execute(self.begin)
+                for stmt, params in statements:
+                    cursors.append(stmt.run(conn.cursor(), params))
+                if last:
+                    cur.execute("COMMIT")
+                    self.done = True
+            return [c.fetchall() if c.description else [] for c in cursors]
+        finally:
+            for c in cursors:
+                _quietly(c.close)
 
 
 class WriterQueue:

@@ -4,17 +4,19 @@ an attempt's result only while its lease holds, redelivery, listing, and droppin
 Every method runs on the caller's cursor and transaction unless it says otherwise."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-from sqlalchemy import bindparam, delete, func, insert, null, or_, select, update
+from sqlalchemy import bindparam, delete, func, insert, null, or_, select, text, update
 from sqlalchemy.dialects import postgresql
 
 from keystore_service.domain.records import SECOND, Micros, Record
 from keystore_service.storage.db import Database
 from keystore_service.storage.records import INSERT_COLUMNS, insert_or_count
 from keystore_service.storage.sql import Sql
-from keystore_service.storage.tables import hook_attempts, hook_events, hook_sources, records
+from keystore_service.storage.tables import (attempts, hook_attempts, hook_events,
+                                             hook_sources, records)
 
 E, A, S = hook_events.c, hook_attempts.c, hook_sources.c
 ATTEMPTS_SHOWN = 20  # per delivery in a listing: the newest; the count says how many more
@@ -90,14 +92,11 @@ class HookStore:
             if not db.sqlite:
                 stmt = stmt.with_for_update(of=hook_events, skip_locked=True)
             self._candidates.append(Sql(stmt, d))
-        limits = select(S.max_in_flight, S.timeout_seconds).where(S.id == bindparam("sid"))
-        self._limits = Sql(limits if db.sqlite else limits.with_for_update(), d)
-        self._flying = Sql(select(func.count()).where(
-            E.source_id == bindparam("sid"), E.state == "delivering",
-            E.lease_until > bindparam("now")), d)
-        self._take = Sql(update(hook_events).where(E.id == bindparam("eid")).values(
-            state="delivering", attempts=E.attempts + 1, lease_holder=bindparam("holder"),
-            lease_until=bindparam("until")).returning(*hook_events.c), d)
+        # The sources of the candidates, locked in id order while their events in flight are
+        # counted (max_in_flight holds across relays), and the lease of the chosen events:
+        # two statements that PostgreSQL receives together with the COMMIT (Database.steps).
+        self._sources = Sql(text(_TAKE["sources_sqlite" if db.sqlite else "sources_pg"]), d)
+        self._lease = Sql(text(_TAKE["lease_sqlite" if db.sqlite else "lease_pg"]), d)
         self._attempt = Sql(hook_attempts.insert().values(
             {c.name: bindparam(c.name) for c in hook_attempts.c if c.name != "id"}), d)
         # An attempt's result is written only while it still holds the lease it took.
@@ -107,6 +106,9 @@ class HookStore:
             .values(state=bindparam("state"), next_attempt_at=bindparam("next_at"),
                     delivered_at=bindparam("delivered_at"), lease_holder=null(),
                     lease_until=null()).returning(E.id), d)
+        if not db.sqlite:
+            self._settled = Sql(_settled(ended=False), d)
+            self._settled_ended = Sql(_settled(ended=True), d)
         self._error = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             last_error=bindparam("error"), last_error_at=bindparam("now")), d)
         # A success clears the source's last error, and touches its row only if it has one:
@@ -168,32 +170,25 @@ class HookStore:
 
     # --- forwarding -----------------------------------------------------------------------
 
-    def take_due(self, cur: Any, holder: str, now: Micros, limit: int) -> list[Event]:
+    def take_due(self, holder: str, now: Micros, limit: int
+                 ) -> tuple[list[Event], dict[int, tuple]]:
         """Take up to `limit` due events (queued and due, or delivering with an expired
         lease: taken over as the next attempt) of sources that are not paused, each under a
         lease of its source's timeout + LEASE_MARGIN, at most `max_in_flight` per source
-        across every relay: the sources' rows are locked while their events are counted."""
-        candidates = [row for stmt in self._candidates
-                      for row in stmt.all(cur, {"now": now, "n": limit * 4})]
-        if not candidates:
-            return []
-        limits, room = {}, {}
-        for sid in sorted({sid for _, sid in candidates}):  # locked in order: no deadlock
-            row = self._limits.one(cur, {"sid": sid})
-            if row is None:
-                continue  # removed meanwhile: nothing of it is taken
-            limits[sid] = row
-            flying = self._flying.one(cur, {"sid": sid, "now": now})[0]
-            room[sid] = limits[sid][0] - flying
-        taken: list[Event] = []
-        for event_pk, sid in candidates:
-            if len(taken) >= limit or room.get(sid, 0) <= 0:
-                continue
-            room[sid] -= 1
-            until = now + (limits[sid][1] + LEASE_MARGIN_SECONDS) * SECOND
-            taken.append(Event(*self._take.one(cur, {"eid": event_pk, "holder": holder,
-                                                     "until": until})))
-        return taken
+        across every relay: the sources' rows are locked while their events are counted.
+        In a transaction of its own; the events taken and their sources' rows by id."""
+        params = {"now": now, "n": limit * 4}
+        with self.db.steps() as steps:
+            found = steps.send([(stmt, params) for stmt in self._candidates])
+            candidates = [row for rows in found for row in rows]  # expired leases first
+            if not candidates:
+                return [], {}
+            sids = sorted({sid for _, sid in candidates})
+            sources, leased = steps.send([
+                (self._sources, {"sids": _ids(sids, self.sqlite)}),
+                (self._lease, {"c": json.dumps(candidates), "now": now, "n": limit,
+                               "holder": holder})], last=True)
+        return [Event(*row) for row in leased], {row[0]: row for row in sources}
 
     def settle(self, cur: Any, event: Event, holder: str, state: str, now: Micros,
                next_at: Optional[Micros]) -> bool:
@@ -204,20 +199,41 @@ class HookStore:
             "next_at": next_at, "delivered_at": now if state == "delivered" else None}) \
             is not None
 
+    def settled(self, event: Event, holder: str, state: str, now: Micros,
+                next_at: Optional[Micros], duration_ms: int, status: Optional[int],
+                error: Optional[str], answer: str, record_state: Optional[str] = None,
+                result: Optional[str] = None) -> Optional[tuple[Any, dict]]:
+        """PostgreSQL: settle, record_attempt and (with `record_state`) the end of the
+        event's record as one statement, to send with others (Database.steps); its one row
+        says whether the attempt still held its lease. None on SQLite (no data-modifying
+        WITH there): settle, record_attempt and the record's compare-and-set one by one."""
+        if self.sqlite:
+            return None
+        params = {"eid": event.id, "holder": holder, "attempt": event.attempts,
+                  "state": state, "next_at": next_at,
+                  "delivered_at": now if state == "delivered" else None, "now": now,
+                  "duration_ms": duration_ms, "status_code": status, "error": error,
+                  "answer": answer}
+        if record_state is None:
+            return self._settled, params
+        return self._settled_ended, {**params, "ending": record_state, "result": result}
+
     def record_attempt(self, cur: Any, event: Event, now: Micros, duration_ms: int,
                        status: Optional[int], error: Optional[str], answer: str) -> None:
         self._attempt.run(cur, {"event_pk": event.id, "number": event.attempts, "at": now,
                                 "duration_ms": duration_ms, "status_code": status,
                                 "error": error, "answer": answer})
 
-    def source_error(self, cur: Any, source_id: int, error: Optional[str], now: Micros) -> None:
-        if error is None:
-            self._error_cleared.run(cur, {"sid": source_id})
-        else:
-            self._error.run(cur, {"sid": source_id, "error": error, "now": now})
-
-    def pause(self, cur: Any, source_id: int, until: Micros) -> None:
-        self._pause.run(cur, {"sid": source_id, "until": until})
+    def source_changes(self, source_id: int, error: Optional[str], now: Micros,
+                       pause_until: Optional[Micros]) -> list[tuple[Sql, dict]]:
+        """The source's last error after an attempt (None: cleared, and its row touched
+        only if it has one) and its pause (a 429/503 with Retry-After), as statements to
+        send (Database.steps)."""
+        out = [(self._error_cleared, {"sid": source_id}) if error is None else
+               (self._error, {"sid": source_id, "error": error, "now": now})]
+        if pause_until is not None:
+            out.append((self._pause, {"sid": source_id, "until": pause_until}))
+        return out
 
     def redeliver(self, cur: Any, event: Event, now: Micros) -> Optional[Event]:
         row = self._redeliver.one(cur, {"eid": event.id, "now": now})
@@ -276,6 +292,91 @@ class HookStore:
 
     def transaction(self):
         return self.db.transaction()
+
+    def steps(self):
+        return self.db.steps()
+
+
+def _ids(ids: list[int], sqlite: bool) -> Any:
+    return json.dumps(ids) if sqlite else ids
+
+
+_SOURCE_COLUMNS = ", ".join(c.name for c in hook_sources.c)
+_EVENT_COLUMNS = ", ".join(c.name for c in hook_events.c)
+_LEASE = f"""
+    WITH c AS ({{candidates}}),
+    room AS (
+        SELECT s.id AS sid, s.max_in_flight - (SELECT count(*) FROM hook_events f
+                                  WHERE f.source_id = s.id AND f.state = 'delivering'
+                                    AND f.lease_until > :now) AS room
+        FROM hook_sources s WHERE s.id IN (SELECT sid FROM c)),
+    ranked AS (
+        SELECT c.id, c.ord, room.room,
+               row_number() OVER (PARTITION BY c.sid ORDER BY c.ord) AS rn
+        FROM c JOIN room ON room.sid = c.sid),
+    chosen AS (SELECT id FROM ranked WHERE rn <= room ORDER BY ord LIMIT :n)
+    UPDATE hook_events SET state = 'delivering', attempts = attempts + 1,
+        lease_holder = :holder,
+        lease_until = :now + ((SELECT timeout_seconds FROM hook_sources s
+                               WHERE s.id = hook_events.source_id)
+                              + {LEASE_MARGIN_SECONDS}) * {SECOND}
+    WHERE id {{chosen}}
+    RETURNING {{returning}}"""
+# The take's last two statements. The candidates come as JSON [[event id, source id], ...]
+# in the order they were found; the count in flight runs after the sources' rows are locked
+# (a statement of its own before it), so it sees every other relay's committed take.
+_TAKE = {
+    "sources_pg": f"SELECT {_SOURCE_COLUMNS} FROM hook_sources "
+                  "WHERE id = ANY(CAST(:sids AS integer[])) ORDER BY id FOR NO KEY UPDATE",
+    "sources_sqlite": f"SELECT {_SOURCE_COLUMNS} FROM hook_sources "
+                      "WHERE id IN (SELECT value FROM json_each(:sids)) ORDER BY id",
+    "lease_pg": _LEASE.format(
+        candidates="SELECT CAST(x->>0 AS bigint) AS id, CAST(x->>1 AS integer) AS sid, "
+                   "n AS ord FROM jsonb_array_elements(CAST(:c AS jsonb)) "
+                   "WITH ORDINALITY AS u(x, n)",
+        chosen="= ANY(ARRAY(SELECT id FROM chosen))",  # the primary key, whatever the stats
+        returning=_EVENT_COLUMNS),
+    "lease_sqlite": _LEASE.format(
+        candidates="SELECT json_extract(value, '$[0]') AS id, "
+                   "json_extract(value, '$[1]') AS sid, key AS ord FROM json_each(:c)",
+        chosen="IN (SELECT id FROM chosen)", returning=_EVENT_COLUMNS),
+}
+
+
+def _settled(ended: bool) -> Any:
+    """WITH ev AS (the settle, RETURNING the event), at AS (INSERT its attempt FROM ev)
+    [, rec AS (UPDATE its record, still in progress, to `ending` with `result`), h AS
+    (INSERT the record's attempt history FROM rec)] SELECT ev's id, and whether rec ended."""
+    ev = update(hook_events).where(
+        E.id == bindparam("eid"), E.state == "delivering",
+        E.lease_holder == bindparam("holder"), E.attempts == bindparam("attempt")).values(
+        state=bindparam("state"), next_attempt_at=bindparam("next_at"),
+        delivered_at=bindparam("delivered_at"), lease_holder=null(), lease_until=null()
+    ).returning(E.id, E.record_id).cte("ev")
+    names = [c.name for c in hook_attempts.c if c.name != "id"]
+    at = insert(hook_attempts).from_select(names, select(
+        ev.c.id, *(bindparam(p, type_=hook_attempts.c[n].type) for p, n in (
+            ("attempt", "number"), ("now", "at"), ("duration_ms", "duration_ms"),
+            ("status_code", "status_code"), ("error", "error"), ("answer", "answer"))))
+    ).returning(A.id).cte("at")
+    parts = [ev.c.id, select(func.count()).select_from(at).scalar_subquery()]
+    if ended:  # as RecordStore.compare_and_set with its history, for a record in progress
+        R = records.c
+        rec = update(records).where(
+            R.id == select(ev.c.record_id).scalar_subquery(), R.state == "in_progress"
+        ).values(state=bindparam("ending"), lease_expires_at=null(),
+                 result_resource_id=null(), result=bindparam("result")
+                 ).returning(R.id, R.incarnation, R.attempt,
+                             func.coalesce(R.lease_acquired_at, R.first_seen_at)).cte("rec")
+        h = insert(attempts).from_select(
+            ["record_id", "incarnation", "attempt", "acquired_at", "ended_at", "ending",
+             "reason"],
+            select(*rec.c, bindparam("now", type_=attempts.c.ended_at.type),
+                   bindparam("ending", type_=attempts.c.ending.type), null())
+        ).returning(attempts.c.id).cte("h")
+        parts += [select(func.count()).select_from(rec).scalar_subquery(),
+                  select(func.count()).select_from(h).scalar_subquery()]
+    return select(*parts)
 
 
 def _claim_and_add() -> Any:

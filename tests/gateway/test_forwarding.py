@@ -54,6 +54,25 @@ def test_a_2xx_delivers_once_with_the_contracts_headers(gw, sink, forwarding):
     assert json.loads(r["result"]["body"]) == {"n": 0}
 
 
+
+def test_a_delivery_ends_its_record_with_its_history(gw_app, gw, sink, forwarding, clock):
+    """The record ends as a claim's completion would: succeeded, its lease gone, and one
+    line of attempt history (on PostgreSQL the settle is one statement: the same rows)."""
+    source = create_source(gw, gw.token, sink.url)
+    deliver(gw, source)
+    accepted_at = clock.now
+    clock.advance(1)
+    (job,) = forwarding.take(HOLDER, 1)
+    assert forwarding.settle(job, HOLDER, forwarding.forward(job)).value == "delivered"
+    r = record(gw)
+    assert r["state"] == "succeeded" and r.get("lease_expires_at") is None
+    records = gw_app.extensions["keystore"].service.records
+    (line,) = records.attempt_history(job.event.record_id)
+    assert (line["ending"], line["incarnation"], line["attempt"]) == ("succeeded", 1, 1)
+    assert line["acquired_at"] == accepted_at and line["ended_at"] == accepted_at + 1_000_000
+    assert line["reason"] is None
+
+
 def test_retries_back_off_then_deliver_with_the_same_identity(gw, sink, forwarding, clock):
     sink.answer = lambda n, r: 500 if n < 2 else 200
     source = create_source(gw, gw.token, sink.url)
@@ -120,7 +139,7 @@ def test_a_starting_workflow_is_retried_with_the_destinations_choices(gw, sink, 
     assert [a.get("status_code") for a in delivery(gw)["attempts"]] == [200, 404, 200]
     assert record(gw)["state"] == "succeeded"
     # the success cleared the source's last error (and a success on a clean source leaves
-    # its row alone: events.source_error)
+    # its row alone: events.source_changes)
     assert gw.get("/v1/sources/shop")[1]["source"]["last_error"] is None
 
 
@@ -188,6 +207,56 @@ def test_max_in_flight_holds_across_relays(gw, sink, forwarding):
     a = forwarding.take("relay-a", 10)
     b = forwarding.take("relay-b", 10)
     assert (len(a), len(b)) == (2, 0)
+
+
+
+def test_max_in_flight_holds_when_relays_take_at_the_same_moment(gw, sink, forwarding):
+    """Eight relays take two events each at once from two sources (3 and 5 at a time):
+    never more than a source's limit is leased, and no event twice."""
+    three = create_source(gw, gw.token, sink.url, name="three", max_in_flight=3)
+    five = create_source(gw, gw.token, sink.url, name="five", max_in_flight=5)
+    for n in range(40):
+        deliver(gw, three, json.dumps({"id": n}).encode(), event_id=f"a{n}")
+        deliver(gw, five, json.dumps({"id": n}).encode(), event_id=f"b{n}")
+    gate = threading.Barrier(8, timeout=10)
+    taken: list = []
+
+    def relay(n: int) -> None:
+        gate.wait()
+        taken.extend(forwarding.take(f"relay-{n}", 2))
+    threads = [threading.Thread(target=relay, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    per_source = {name: sum(1 for job in taken if job.source.name == name)
+                  for name in ("three", "five")}
+    assert per_source == {"three": 3, "five": 5}
+    assert len({job.event.id for job in taken}) == 8  # no event leased twice
+    assert {job.source.max_in_flight for job in taken} == {3, 5}  # the source rows came along
+
+
+def test_an_ingest_does_not_queue_behind_a_take_holding_its_source(gw, sink, forwarding,
+                                                                    backend):
+    """A take locks its sources' rows while it counts their events in flight. On
+    PostgreSQL the lock (FOR NO KEY UPDATE) lets a new event's foreign-key check (KEY
+    SHARE) through, so a source's ingests never wait for its relays; on SQLite a take is a
+    write transaction like any other, and the ingest goes when it commits."""
+    source = create_source(gw, gw.token, sink.url)
+    deliver(gw, source, event_id="first")
+    (job,) = forwarding.take(HOLDER, 1)
+    answers: list = []
+    with forwarding.events.steps() as steps:
+        steps.send([(forwarding.events._sources,
+                     {"sids": json.dumps([job.source.id]) if backend == "sqlite"
+                      else [job.source.id]})])
+        ingest = threading.Thread(target=lambda: answers.append(
+            deliver(gw, source, json.dumps({"id": 2}).encode(), event_id="second")[0]))
+        ingest.start()
+        ingest.join(1.0)
+        assert answers == ([] if backend == "sqlite" else [202])
+    ingest.join(10)
+    assert answers == [202]
 
 
 def test_long_answers_are_cut_and_the_connections_stay_usable(gw, forwarding):
