@@ -1,6 +1,7 @@
 """The gateway's speed, side by side in one run (docs/benchmarks.md, "The gateway"):
 
     python -m bench.gateway --backend postgres [--rounds 3] [--seconds 6] [--events 3000]
+    python -m bench.gateway --backend postgres --latency-at 324 [--rounds 3]  # step 2 alone
     python -m bench.gateway sink --port P        # the no-op destination, its own process
 
 1. Ingest of new signed events (generic HMAC-SHA256 source, a new event id each) against
@@ -210,7 +211,12 @@ def main() -> None:
     p.add_argument("--chart", type=Path, default=ROOT / "docs" / "img")
     p.add_argument("--idle-only", action="store_true",
                    help="only the pick-up on an idle system (20 events, 5 a second)")
+    p.add_argument("--latency-at", type=float, metavar="RATE",
+                   help="only step 2, at RATE events a second (nothing written)")
     a = p.parse_args()
+    if a.latency_at:
+        latency_only(a)
+        return
     if a.idle_only:
         idle_pickup(a)
         return
@@ -252,33 +258,7 @@ def main() -> None:
             svc.stop()
 
         # 2. accept-to-first-forward at half the maximum ingest rate, serve's relays on
-        rate = ingest_rps / 2
-        svc = Service(db.url, workdir / "latency.log", a.workers,
-                      env={"KEYSTORE_RELAY_IN_SERVE": "true"}).start()
-        try:
-            _drain_queue(sink, db, svc, say)  # what round 1 queued goes first
-            latencies: list[float] = []
-            lost = 0
-            for r in range(a.rounds):
-                sink.clear()
-                accepted, failed = asyncio.run(_send_at_rate(
-                    svc.url, ingest_id, f"lat{r}", rate, a.rate_seconds))
-                wait_for(sink, len(accepted), 60)
-                seen = sink.times()
-                got = [seen[k] - t for k, t in accepted.items() if k in seen]
-                lost += len(accepted) - len(got)
-                latencies += got
-                p = sorted(got)
-                say(f"round {r + 1} latency at {rate:.0f}/s: {len(accepted)} accepted "
-                    f"({failed} not), p50 {percentile(p, 50) * 1e3:.1f} ms, p99 "
-                    f"{percentile(p, 99) * 1e3:.1f} ms")
-            lat = sorted(latencies)
-            result["latency"] = {"rate": round(rate, 1), "events": len(lat),
-                                 "p50_ms": round(percentile(lat, 50) * 1e3, 1),
-                                 "p99_ms": round(percentile(lat, 99) * 1e3, 1),
-                                 "never_forwarded": lost}
-        finally:
-            svc.stop()
+        result["latency"] = latency(db, workdir, sink, ingest_id, ingest_rps / 2, a, say)
 
         # 3. forwarding throughput: queue events with no relay, then drain them
         drains: dict[str, list[float]] = {"serve": [], "relay x1": [], "relay x2": []}
@@ -312,6 +292,61 @@ def main() -> None:
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}")
     _chart(a.out, a.chart / "benchmarks-gateway.png")
+
+
+def latency(db, workdir: Path, sink: Sink, ingest_id: str, rate: float, a, say) -> dict:
+    """Accept-to-first-forward at `rate` events a second for a.rate_seconds, a.rounds
+    times, to the relays of a `keystore serve` (what earlier steps left queued goes first)."""
+    svc = Service(db.url, workdir / "latency.log", a.workers,
+                  env={"KEYSTORE_RELAY_IN_SERVE": "true"}).start()
+    try:
+        _drain_queue(sink, db, svc, say)
+        latencies: list[float] = []
+        lost = 0
+        for r in range(a.rounds):
+            sink.clear()
+            accepted, failed = asyncio.run(_send_at_rate(
+                svc.url, ingest_id, f"lat{r}", rate, a.rate_seconds))
+            wait_for(sink, len(accepted), 60)
+            seen = sink.times()
+            got = [seen[k] - t for k, t in accepted.items() if k in seen]
+            lost += len(accepted) - len(got)
+            latencies += got
+            p = sorted(got)
+            say(f"round {r + 1} latency at {rate:.0f}/s: {len(accepted)} accepted "
+                f"({failed} not), p50 {percentile(p, 50) * 1e3:.1f} ms, p99 "
+                f"{percentile(p, 99) * 1e3:.1f} ms")
+    finally:
+        svc.stop()
+    lat = sorted(latencies)
+    return {"rate": round(rate, 1), "events": len(lat),
+            "p50_ms": round(percentile(lat, 50) * 1e3, 1),
+            "p99_ms": round(percentile(lat, 99) * 1e3, 1), "never_forwarded": lost}
+
+
+def latency_only(a) -> None:
+    """--latency-at RATE: step 2 alone at a given rate, to compare two versions of the code
+    one after the other in the same hour (nothing is written)."""
+    workdir = Path(tempfile.mkdtemp(prefix="keystore-gateway-"))
+    db = open_db(a.backend, workdir)
+    sink = Sink()
+    started = time.monotonic()
+    try:
+        svc = Service(db.url, workdir / "source.log", a.workers).start()
+        try:
+            ingest_id = make_source(svc, db, sink)
+        finally:
+            svc.stop()
+        out = latency(db, workdir, sink, ingest_id, a.latency_at, a,
+                      lambda text: print(f"[{time.monotonic() - started:5.0f} s] {text}",
+                                         flush=True))
+    finally:
+        sink.stop()
+        db.close()
+    print(f"{a.backend}: accept-to-first-forward at {out['rate']:.0f}/s: p50 {out['p50_ms']} "
+          f"ms, p99 {out['p99_ms']} ms ({out['never_forwarded']} never forwarded)")
+    if not out["events"] or out["never_forwarded"]:
+        sys.exit(1)  # CI's smoke run (scripts/test): every accepted event reached the sink
 
 
 def idle_pickup(a) -> dict:
@@ -365,7 +400,7 @@ def _drain_queue(sink: Sink, db, svc: Service, say) -> None:
         still = still + 1 if n == last else 0
         last = n
         time.sleep(0.2)
-    say(f"drained {last} events left queued by the ingest rounds")
+    say(f"drained {last} events left queued by earlier steps")
 
 
 def _relays(name: str, db, workdir: Path, workers: int) -> list:
