@@ -171,8 +171,10 @@ def forward_headers(provider: list[list[str]], configured: dict[str, str], event
 
 
 def answer_text(raw: bytes) -> str:
-    """Up to 4 KiB of a destination's answer, as text a person can read."""
-    return raw[:ANSWER_KEPT_BYTES].decode("utf-8", "replace")
+    """Up to 4 KiB of a destination's answer, as text a person can read: bytes that are not
+    UTF-8, and NUL, which PostgreSQL's text refuses (a settle that cannot be written would
+    be forwarded again at the end of every lease), become U+FFFD."""
+    return raw[:ANSWER_KEPT_BYTES].decode("utf-8", "replace").replace("\x00", "\ufffd")
 
 
 def result_of(status: Optional[int], answer: str, error: Optional[str] = None) -> str:

@@ -279,6 +279,25 @@ def test_long_answers_are_cut_and_the_connections_stay_usable(gw, forwarding):
         sink.close()
 
 
+@pytest.mark.parametrize("status", [200, 500, 404])
+def test_a_binary_answer_is_kept_as_readable_text(gw, sink, forwarding, status):
+    """A destination may answer with bytes that are no text (an image, a NUL): the attempt
+    still settles (PostgreSQL refuses NUL in text, and a settle that cannot be written is
+    forwarded again at every lease's end), and what is kept is readable text."""
+    sink.answer = lambda n, r: (status, {"Content-Type": "application/octet-stream"},
+                                b"\x00\x01PNG\r\n\x1a\n\x00\xff\xfe end")
+    source = create_source(gw, gw.token, sink.url)
+    deliver(gw, source)
+    expected = {200: "delivered", 500: "retry", 404: "failed"}[status]
+    assert pump(forwarding) == [expected]
+    (attempt,) = delivery(gw)["attempts"]
+    assert attempt["status_code"] == status
+    r = record(gw)
+    if status == 200:
+        assert r["result"]["body"] == "\ufffd\x01PNG\r\n\x1a\n\ufffd\ufffd\ufffd end"
+    assert pump(forwarding) == []  # nothing left to take: no lease ran out unsettled
+
+
 def test_an_answer_dripping_past_the_timeout_is_a_timeout(gw, forwarding):
     """The read timeout bounds each receive; the forward as a whole ends at the
     destination's timeout even when the answer keeps coming a byte at a time."""
