@@ -80,9 +80,14 @@ class Forwarding:
 
     def take(self, holder: str, limit: int) -> list[Job]:
         """Up to `limit` due events, each now leased to `holder`."""
-        taken, sources = self.events.take_due(holder, self.clock(), limit)
+        return self.take_some(holder, limit)[0]
+
+    def take_some(self, holder: str, limit: int) -> tuple[list[Job], bool]:
+        """take(), and whether due events were left behind (by `limit`, or by their
+        sources' max_in_flight): the relay then takes again as soon as a slot is free."""
+        taken, sources, left = self.events.take_due(holder, self.clock(), limit)
         return [Job(e, Source(*sources[e.source_id]), self.tenant_name(e.tenant_id))
-                for e in taken]
+                for e in taken], left
 
     def route(self, source: Source) -> Route:
         key = (source.sealed, source.config)

@@ -36,15 +36,22 @@ class Relay:
         self.listen_url = listen_url
         self._wake = threading.Event()
         self._stop = threading.Event()
-        self._busy = 0
+        # A forward's thread then writes its end (settle), which took three times as long
+        # as the forward itself to a quick destination under load (docs/benchmarks.md, "The
+        # gateway"): its slot is free again once the answer is in, and up to `concurrency`
+        # more threads may be writing ends meanwhile.
+        self._busy = 0  # forwards in flight: the slots
+        self._threads = 0  # taken events not yet settled: forwarding or writing their end
+        self._left = False  # the last take left due events behind
+        self._owed = False  # a wake-up came while no slot was free
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(concurrency, thread_name_prefix="keystore-forward")
+        self._pool = ThreadPoolExecutor(2 * concurrency, thread_name_prefix="keystore-forward")
         # Forwards that end while another's settle is being written are settled together,
         # in one transaction (group commit, as the claims: service/grouping.py).
         self._settles: Groups[tuple[Job, Result], Outcome] = Groups(
             lambda ended: self.forwarding.settle_many(self.holder, ended),
             lambda one: self.forwarding.settle(one[0], self.holder, one[1]),
-            limit=concurrency)
+            limit=2 * concurrency)
         self._thread = threading.Thread(target=self._run, name="keystore-relay", daemon=True)
         self.counts = {"delivered": 0, "retry": 0, "failed": 0, "lost_lease": 0}
 
@@ -59,7 +66,13 @@ class Relay:
         """Look for due events now; True when this relay has a free slot to take one."""
         self._wake.set()
         with self._lock:
-            return self._busy < self.concurrency and not self._stop.is_set()
+            if self._free() > 0:
+                return not self._stop.is_set()
+            self._owed = True
+            return False
+
+    def _free(self) -> int:
+        return min(self.concurrency - self._busy, 2 * self.concurrency - self._threads)
 
     def stop(self, wait: float = 20.0) -> None:
         """Stop taking events; wait up to `wait` s for forwards in flight (an unfinished
@@ -73,22 +86,32 @@ class Relay:
         while not self._stop.is_set():
             self._wake.clear()  # before taking: a wake-up from now on is not missed
             with self._lock:
-                free = self.concurrency - self._busy
+                free = self._free()
+                if free > 0:
+                    self._owed = False
             taken: list[Job] = []
             if free > 0:
                 try:
-                    taken = self.forwarding.take(self.holder, free)
+                    taken, self._left = self.forwarding.take_some(self.holder, free)
                 except Exception:  # the database may be down: try again at the next tick
                     log.exception("taking due events failed")
             for job in taken:
                 with self._lock:
                     self._busy += 1
+                    self._threads += 1
                 self._pool.submit(self._one, job)
             self._wake.wait(SWEEP_SECONDS)
 
     def _one(self, job: Job) -> None:
         try:
-            result = self.forwarding.forward(job)
+            try:
+                result = self.forwarding.forward(job)
+            finally:
+                with self._lock:
+                    self._busy -= 1
+                    again = self._left or self._owed
+                if again:  # its slot is free for an event that is waiting
+                    self._wake.set()
             outcome = self._settle(job, result)
             with self._lock:
                 self.counts[outcome.value if outcome else "lost_lease"] += 1
@@ -96,8 +119,9 @@ class Relay:
             log.exception("settling a forward failed")
         finally:
             with self._lock:
-                self._busy -= 1
-            self._wake.set()  # a slot is free, and a retry may be due at once
+                self._threads -= 1
+            # its source has one fewer in flight (max_in_flight), and a retry may be due
+            self._wake.set()
 
     def _settle(self, job: Job, result: Result) -> Optional[Outcome]:
         """Write the attempt's end, again and again while the database is unavailable, for
@@ -126,10 +150,10 @@ class Relay:
                                      connect_timeout=5) as conn:
                     conn.execute("LISTEN keystore_hooks")
                     pause = 0.5
-                    self._wake.set()  # anything accepted while we were not listening
+                    self.wake()  # anything accepted while we were not listening
                     while not self._stop.is_set():
                         for _ in conn.notifies(timeout=SWEEP_SECONDS, stop_after=1):
-                            self._wake.set()
+                            self.wake()
             except Exception as exc:  # the database restarts: listen again, polling meanwhile
                 log.warning("LISTEN keystore_hooks lost (%s); again in %.1f s",
                             type(exc).__name__, pause)

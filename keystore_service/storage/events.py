@@ -171,24 +171,26 @@ class HookStore:
     # --- forwarding -----------------------------------------------------------------------
 
     def take_due(self, holder: str, now: Micros, limit: int
-                 ) -> tuple[list[Event], dict[int, tuple]]:
+                 ) -> tuple[list[Event], dict[int, tuple], bool]:
         """Take up to `limit` due events (queued and due, or delivering with an expired
         lease: taken over as the next attempt) of sources that are not paused, each under a
         lease of its source's timeout + LEASE_MARGIN, at most `max_in_flight` per source
         across every relay: the sources' rows are locked while their events are counted.
-        In a transaction of its own; the events taken and their sources' rows by id."""
+        In a transaction of its own; the events taken, their sources' rows by id, and
+        whether due events were left (by `limit` or by their sources' max_in_flight)."""
         params = {"now": now, "n": limit * 4}
         with self.db.steps() as steps:
             found = steps.send([(stmt, params) for stmt in self._candidates])
             candidates = [row for rows in found for row in rows]  # expired leases first
             if not candidates:
-                return [], {}
+                return [], {}, False
             sids = sorted({sid for _, sid in candidates})
             sources, leased = steps.send([
                 (self._sources, {"sids": _ids(sids, self.sqlite)}),
                 (self._lease, {"c": json.dumps(candidates), "now": now, "n": limit,
                                "holder": holder})], last=True)
-        return [Event(*row) for row in leased], {row[0]: row for row in sources}
+        return ([Event(*row) for row in leased], {row[0]: row for row in sources},
+                len(leased) < len(candidates))
 
     def settle(self, cur: Any, event: Event, holder: str, state: str, now: Micros,
                next_at: Optional[Micros]) -> bool:

@@ -207,6 +207,16 @@ def test_max_in_flight_holds_across_relays(gw, sink, forwarding):
     a = forwarding.take("relay-a", 10)
     b = forwarding.take("relay-b", 10)
     assert (len(a), len(b)) == (2, 0)
+    # left behind by max_in_flight: the relay takes again when a slot is free
+    assert forwarding.take_some("relay-c", 10) == ([], True)
+    for job in a:
+        forwarding.settle(job, "relay-a", forwarding.forward(job))
+    c, left = forwarding.take_some("relay-c", 10)
+    assert (len(c), left) == (2, True)
+    for job in c:
+        forwarding.settle(job, "relay-c", forwarding.forward(job))
+    d, left = forwarding.take_some("relay-d", 10)
+    assert (len(d), left) == (1, False)  # the last one: nothing left behind
 
 
 
@@ -360,6 +370,39 @@ def test_a_relays_forwards_that_end_together_share_a_commit(gw_app, gw):
         if relay is not None:
             relay.stop()
         sink.close()
+
+
+def test_a_forwards_slot_is_free_while_its_end_is_written(gw_app, gw, sink, monkeypatch):
+    """A relay of concurrency 1 forwards the next event while the first one's end is still
+    being written: a slot is a forward in flight, and its answer frees it. Both end
+    delivered once the first end goes through."""
+    source = create_source(gw, gw.token, sink.url)
+    for n in range(2):
+        deliver(gw, source, json.dumps({"id": n}).encode(), event_id=f"e{n}")
+    forwarding = gw_app.extensions["keystore"].gateway.forwarding
+    gate, writing = threading.Event(), []
+    real = forwarding.settle_many
+
+    def slow(holder, ended):
+        writing.append([job.event.event_id for job, _ in ended])
+        gate.wait(10)
+        return real(holder, ended)
+    monkeypatch.setattr(forwarding, "settle_many", slow)
+    relay = Relay(forwarding, 1, "slot-relay").start()
+    try:
+        started = time.monotonic()
+        while len(sink.requests) < 2 and time.monotonic() - started < 5:
+            time.sleep(0.01)
+        assert [json.loads(r["body"])["id"] for r in sink.requests] == [0, 1]
+        assert writing == [["e0"]] and relay.counts["delivered"] == 0  # e0's end still held
+        gate.set()
+        while relay.counts["delivered"] < 2 and time.monotonic() - started < 10:
+            time.sleep(0.01)
+        assert relay.counts == {"delivered": 2, "retry": 0, "failed": 0, "lost_lease": 0}
+        assert {delivery(gw, f"e{n}")["state"] for n in range(2)} == {"delivered"}
+    finally:
+        gate.set()
+        relay.stop()
 
 
 def test_a_real_relay_forwards_within_a_moment(gw_app, gw, sink):
