@@ -148,3 +148,22 @@ def test_layouts_are_read_and_summed_as_ratios_to_the_same_layouts_lookup():
     assert row["claims_64_over_16"] == round(45 / 40, 3)
     assert (row["mean_group_at_64"], row["worker_rss_mb"], row["batch_keys_per_s"]) == (
         4.0, 95.0, 2000)
+
+
+def test_the_gateway_sink_queues_a_burst_of_connections_without_dropping_any():
+    """The relays open their pooled connections to the gateway bench's sink at once. With
+    socketserver's listen backlog of 5 the kernel drops the SYNs that do not fit and the
+    client sends them again 1 s later: forwards measured at ~1 s that were the sink's. The
+    sink is not accepting here, so every connection must fit in its listen queue."""
+    from bench.gateway import _Sink, _SinkServer
+
+    server = _SinkServer(("127.0.0.1", 0), _Sink)
+    conns = []
+    try:
+        for _ in range(64):
+            conns.append(socket.create_connection(server.server_address, timeout=0.5))
+    finally:
+        for conn in conns:
+            conn.close()
+        server.server_close()
+    assert len(conns) == 64
