@@ -6,8 +6,9 @@
 
 1. Ingest of new signed events (generic HMAC-SHA256 source, a new event id each) against
    claims of new keys, alternating round by round on one service (wrk -c16).
-2. Accept-to-first-forward latency at half the maximum ingest rate: an open-loop sender
-   notes when each 202 arrives, the sink when the event's first forward arrives.
+2. Accept-to-first-forward latency at half the maximum ingest rate, then at a quarter: an
+   open-loop sender notes when each 202 arrives, the sink when the event's first forward
+   arrives; each round also notes how busy the machine's CPUs were (/proc/stat).
 3. Forwarding throughput: events queued with no relay running, then drained to the sink by
    the relays of `keystore serve` (one per worker), by one `keystore relay` process, and by
    two; events per second from the first forward to the last, against the ingest rate.
