@@ -155,15 +155,49 @@ def test_the_gateway_sink_queues_a_burst_of_connections_without_dropping_any():
     socketserver's listen backlog of 5 the kernel drops the SYNs that do not fit and the
     client sends them again 1 s later: forwards measured at ~1 s that were the sink's. The
     sink is not accepting here, so every connection must fit in its listen queue."""
-    from bench.gateway import _Sink, _SinkServer
+    from bench.gateway import sink_server
 
-    server = _SinkServer(("127.0.0.1", 0), _Sink)
+    loop = asyncio.new_event_loop()
+    server = loop.run_until_complete(sink_server(0, start_serving=False))
     conns = []
     try:
         for _ in range(64):
-            conns.append(socket.create_connection(server.server_address, timeout=0.5))
+            conns.append(socket.create_connection(server.sockets[0].getsockname(),
+                                                  timeout=0.5))
     finally:
         for conn in conns:
             conn.close()
-        server.server_close()
+        server.close()
+        loop.run_until_complete(server.wait_closed())
+        loop.close()
     assert len(conns) == 64
+
+
+def test_the_gateway_sink_notes_each_event_once_over_keep_alive_and_answers_its_queries():
+    """The bench's latency is the sink's first arrival of each event id minus its 202: a
+    repeat must not move the first, pipelined and split requests must each be answered."""
+    from bench.gateway import Sink
+
+    sink = Sink()
+    try:
+        with socket.create_connection(("127.0.0.1", sink.port), timeout=5) as conn:
+            def post(key: str, body: bytes = b'{"a":1}') -> bytes:
+                return (f"POST /hook HTTP/1.1\r\nHost: x\r\nIdempotency-Key: {key}\r\n"
+                        f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+            conn.sendall(post("e1") + post("e2"))  # two in one segment
+            answers = b""
+            while answers.count(b"200 OK") < 2:
+                answers += conn.recv(4096)
+            first = sink.times()
+            one = post("e1", b"x" * 5000)  # a repeat, split in the middle of its body
+            conn.sendall(one[:100])
+            time.sleep(0.05)
+            conn.sendall(one[100:])
+            while answers.count(b"200 OK") < 3:
+                answers += conn.recv(4096)
+        assert sorted(first) == ["e1", "e2"]
+        assert sink.times() == first and sink.count() == 2  # the repeat moved nothing
+        sink.clear()
+        assert sink.count() == 0
+    finally:
+        sink.stop()
