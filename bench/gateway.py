@@ -7,8 +7,8 @@
 1. Ingest of new signed events (generic HMAC-SHA256 source, a new event id each) against
    claims of new keys, alternating round by round on one service (wrk -c16).
 2. Accept-to-first-forward latency at half the maximum ingest rate, then at a quarter: an
-   open-loop sender notes when each 202 arrives, the sink when the event's first forward
-   arrives; each round also notes how busy the machine's CPUs were (/proc/stat).
+   open-loop sender notes when each event was sent and when its 202 arrives, the sink
+   when the event's first forward arrives; each round also notes how busy the machine's CPUs were (/proc/stat).
 3. Forwarding throughput: events queued with no relay running, then drained to the sink by
    the relays of `keystore serve` (one per worker), by one `keystore relay` process, and by
    two; events per second from the first forward to the last, against the ingest rate.
@@ -260,9 +260,6 @@ def main() -> None:
                    help="only the pick-up on an idle system (20 events, 5 a second)")
     p.add_argument("--latency-at", type=float, metavar="RATE",
                    help="only step 2, at RATE events a second (nothing written)")
-    p.add_argument("--relay-processes", type=int, default=0, metavar="N",
-                   help="with --latency-at: forward by N `keystore relay` processes beside "
-                        "a serve that runs no relay (default: serve's relays)")
     a = p.parse_args()
     if a.latency_at:
         latency_only(a)
@@ -307,11 +304,6 @@ def main() -> None:
         # 2. accept-to-first-forward at half the maximum ingest rate, serve's relays on (the
         # target), and at a quarter of it: how the latency grows with the machine's load
         result["latency"] = latency(db, workdir, sink, ingest_id, ingest_rps / 2, a, say)
-        # the same with the forwarding in a `keystore relay` process of its own, beside a
-        # serve that runs no relay: not sharing the workers' interpreters (their GIL) with
-        # the ingests (docs/benchmarks.md, "The gateway")
-        result["latency_relay"] = latency(db, workdir, sink, ingest_id, ingest_rps / 2, a,
-                                          say, name="half-relay", relays=1)
         result["latency_quarter"] = latency(db, workdir, sink, ingest_id, ingest_rps / 4, a,
                                             say, name="quarter")
 
@@ -347,17 +339,15 @@ def main() -> None:
 
 
 def latency(db, workdir: Path, sink: Sink, ingest_id: str, rate: float, a, say,
-            name: str = "half", relays: int = 0) -> dict:
+            name: str = "half") -> dict:
     """Accept-to-first-forward at `rate` events a second for a.rate_seconds, a.rounds
-    times, to the relays of a `keystore serve` or (`relays` > 0) to that many `keystore
-    relay` processes beside a serve that runs none (what earlier steps left queued goes
-    first). Also from each event's send to its first forward: the 202 is read by a sender
-    that waits for a CPU too, and a forward may come in before it (a latency below 0), so
-    this one (which includes the ingest itself) bounds the other from above. `name` keeps
-    the event ids of one call apart from another's (else: duplicates)."""
+    times, to the relays of a `keystore serve` (what earlier steps left queued goes first).
+    Also from each event's send to its first forward: the 202 is read by a sender that
+    waits for a CPU too, so this one (which includes the ingest itself) bounds the other
+    from above. `name` keeps the event ids of one call apart from another's (else:
+    duplicates)."""
     svc = Service(db.url, workdir / "latency.log", a.workers,
-                  env={"KEYSTORE_RELAY_IN_SERVE": "false" if relays else "true"}).start()
-    procs = _relays(f"relay x{relays}", db, workdir, a.workers) if relays else []
+                  env={"KEYSTORE_RELAY_IN_SERVE": "true"}).start()
     try:
         _drain_queue(sink, db, svc, say)
         latencies: list[float] = []
@@ -379,19 +369,13 @@ def latency(db, workdir: Path, sink: Sink, ingest_id: str, rate: float, a, say,
             not_accepted += failed
             latencies += got
             p = sorted(got)
-            say(f"round {r + 1} latency at {rate:.0f}/s" + (f" ({relays} relay process"
-                                                            f"{'es' if relays > 1 else ''})"
-                                                            if relays else "") +
-                f": {len(accepted)} accepted ({failed} not), p50 "
+            say(f"round {r + 1} latency at {rate:.0f}/s: {len(accepted)} accepted ({failed} not), p50 "
                 f"{percentile(p, 50) * 1e3:.1f} ms, p99 {percentile(p, 99) * 1e3:.1f} ms, "
                 f"CPUs {busy[-1]:.0%} busy")
     finally:
         svc.stop()
-        for proc in procs:
-            _stop(proc)
     lat, lat_sent = sorted(latencies), sorted(from_send)
-    return {"rate": round(rate, 1), "relays": "serve" if not relays else
-            f"{relays} keystore relay", "events": len(lat),
+    return {"rate": round(rate, 1), "events": len(lat),
             "p50_ms": round(percentile(lat, 50) * 1e3, 1),
             "p99_ms": round(percentile(lat, 99) * 1e3, 1),
             "from_send_p50_ms": round(percentile(lat_sent, 50) * 1e3, 1),
@@ -426,9 +410,8 @@ def latency_only(a) -> None:
             svc.stop()
         out = latency(db, workdir, sink, ingest_id, a.latency_at, a,
                       lambda text: print(f"[{time.monotonic() - started:5.0f} s] {text}",
-                                         flush=True), relays=a.relay_processes)
-    print(f"{a.backend}: accept-to-first-forward at {out['rate']:.0f}/s by {out['relays']}: "
-          f"p50 {out['p50_ms']} ms, p99 {out['p99_ms']} ms (from the send: "
+                                         flush=True))
+    print(f"{a.backend}: accept-to-first-forward at {out['rate']:.0f}/s: p50 {out['p50_ms']} ms, p99 {out['p99_ms']} ms (from the send: "
           f"{out['from_send_p50_ms']} / {out['from_send_p99_ms']} ms; "
           f"{out['never_forwarded']} never forwarded), CPUs {out['cpu_busy']:.0%} busy")
     if not out["events"] or out["never_forwarded"] or out["not_accepted"]:
@@ -513,9 +496,9 @@ def _print(result: dict) -> None:
     i = result["ingest"]
     print(f"\n{result['backend']}: ingest {i['ingest_rps']:.0f}/s vs claims "
           f"{i['claim_new_rps']:.0f}/s = {i['ratio']:.2f}")
-    for step in ("latency", "latency_relay", "latency_quarter"):
+    for step in ("latency", "latency_quarter"):
         lat = result[step]
-        print(f"  accept-to-first-forward at {lat['rate']:.0f}/s by {lat['relays']}: p50 "
+        print(f"  accept-to-first-forward at {lat['rate']:.0f}/s: p50 "
               f"{lat['p50_ms']} ms, p99 {lat['p99_ms']} ms (from the send {lat['from_send_p50_ms']}"
               f" / {lat['from_send_p99_ms']} ms; {lat['events']} events, "
               f"{lat['never_forwarded']} never forwarded, {lat['not_accepted']} not accepted), "
@@ -525,8 +508,7 @@ def _print(result: dict) -> None:
               f"{f['vs_ingest']:.2f} of the ingest rate")
 
 
-_SPOT = {"latency_quarter": "1/4 rate", "latency": "1/2 rate", "latency_relay": "1/2 rate,\n"
-         "relay proc."}
+_SPOT = {"latency_quarter": "1/4 rate", "latency": "1/2 rate"}
 
 
 def _chart(results: Path, path: Path) -> None:
@@ -542,8 +524,8 @@ def _chart(results: Path, path: Path) -> None:
     if not found:
         return
     labels = ["claims", "ingest", "drain: serve", "drain: 1 relay", "drain: 2 relays"]
-    fig, (ax, lx) = plt.subplots(1, 2, figsize=(12, 4), dpi=100,
-                                 gridspec_kw={"width_ratios": [5, 4]})
+    fig, (ax, lx) = plt.subplots(1, 2, figsize=(11, 3.8), dpi=100,
+                                 gridspec_kw={"width_ratios": [5, 3]})
     width = 0.8 / len(found)
     for n, (backend, r) in enumerate(found.items()):
         f = r["forwarding"]
@@ -557,7 +539,7 @@ def _chart(results: Path, path: Path) -> None:
     ax.set_title("ingest of signed events, and forwarding to a no-op sink", fontsize=10)
     ax.legend()
     # accept-to-first-forward, p50 and p99, at a quarter and at half the maximum ingest rate
-    steps = ("latency_quarter", "latency", "latency_relay")
+    steps = ("latency_quarter", "latency")
     spots = [(pct, step) for pct in ("p50", "p99") for step in steps]
     for n, (backend, r) in enumerate(found.items()):
         values = [r[step][f"{pct}_ms"] if step in r else 0 for pct, step in spots]
@@ -566,10 +548,10 @@ def _chart(results: Path, path: Path) -> None:
         lx.bar_label(bars, fmt="%.0f", fontsize=7)
     lx.axhline(20, color="grey", linestyle=":", linewidth=1, label="20 ms (p50 target)")
     lx.set_xticks([x + width * (len(found) - 1) / 2 for x in range(len(spots))],
-                  [f"{pct}\n{_SPOT[step]}" for pct, step in spots], fontsize=7)
+                  [f"{pct}\n{_SPOT[step]}" for pct, step in spots], fontsize=8)
     lx.legend(fontsize=7)
     lx.set_ylabel("ms, accept to first forward")
-    lx.set_title("latency at 1/4 and 1/2 the ingest rate", fontsize=10)
+    lx.set_title("latency at a quarter and half the ingest rate", fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)
