@@ -8,7 +8,8 @@
    claims of new keys, alternating round by round on one service (wrk -c16).
 2. Accept-to-first-forward latency at half the maximum ingest rate, then at a quarter: an
    open-loop sender notes when each event was sent and when its 202 arrives, the sink
-   when the event's first forward arrives; each round also notes how busy the machine's CPUs were (/proc/stat).
+   when the event's first forward arrives; each round also notes how busy the machine's
+   CPUs were (/proc/stat).
 3. Forwarding throughput: events queued with no relay running, then drained to the sink by
    the relays of `keystore serve` (one per worker), by one `keystore relay` process, and by
    two; events per second from the first forward to the last, against the ingest rate.
@@ -33,8 +34,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-from typing import Optional
 from pathlib import Path
+from typing import Optional
 
 from . import loadgen
 from .databases import open_db
@@ -369,9 +370,9 @@ def latency(db, workdir: Path, sink: Sink, ingest_id: str, rate: float, a, say,
             not_accepted += failed
             latencies += got
             p = sorted(got)
-            say(f"round {r + 1} latency at {rate:.0f}/s: {len(accepted)} accepted ({failed} not), p50 "
-                f"{percentile(p, 50) * 1e3:.1f} ms, p99 {percentile(p, 99) * 1e3:.1f} ms, "
-                f"CPUs {busy[-1]:.0%} busy")
+            say(f"round {r + 1} latency at {rate:.0f}/s: {len(accepted)} accepted "
+                f"({failed} not), p50 {percentile(p, 50) * 1e3:.1f} ms, p99 "
+                f"{percentile(p, 99) * 1e3:.1f} ms, CPUs {busy[-1]:.0%} busy")
     finally:
         svc.stop()
     lat, lat_sent = sorted(latencies), sorted(from_send)
@@ -411,9 +412,10 @@ def latency_only(a) -> None:
         out = latency(db, workdir, sink, ingest_id, a.latency_at, a,
                       lambda text: print(f"[{time.monotonic() - started:5.0f} s] {text}",
                                          flush=True))
-    print(f"{a.backend}: accept-to-first-forward at {out['rate']:.0f}/s: p50 {out['p50_ms']} ms, p99 {out['p99_ms']} ms (from the send: "
-          f"{out['from_send_p50_ms']} / {out['from_send_p99_ms']} ms; "
-          f"{out['never_forwarded']} never forwarded), CPUs {out['cpu_busy']:.0%} busy")
+    print(f"{a.backend}: accept-to-first-forward at {out['rate']:.0f}/s: p50 {out['p50_ms']} "
+          f"ms, p99 {out['p99_ms']} ms (from the send: {out['from_send_p50_ms']} / "
+          f"{out['from_send_p99_ms']} ms; {out['never_forwarded']} never forwarded), CPUs "
+          f"{out['cpu_busy']:.0%} busy")
     if not out["events"] or out["never_forwarded"] or out["not_accepted"]:
         sys.exit(1)  # CI's smoke run (scripts/test): every event accepted and forwarded
 
@@ -498,17 +500,14 @@ def _print(result: dict) -> None:
           f"{i['claim_new_rps']:.0f}/s = {i['ratio']:.2f}")
     for step in ("latency", "latency_quarter"):
         lat = result[step]
-        print(f"  accept-to-first-forward at {lat['rate']:.0f}/s: p50 "
-              f"{lat['p50_ms']} ms, p99 {lat['p99_ms']} ms (from the send {lat['from_send_p50_ms']}"
-              f" / {lat['from_send_p99_ms']} ms; {lat['events']} events, "
+        print(f"  accept-to-first-forward at {lat['rate']:.0f}/s: p50 {lat['p50_ms']} ms, "
+              f"p99 {lat['p99_ms']} ms (from the send {lat['from_send_p50_ms']} / "
+              f"{lat['from_send_p99_ms']} ms; {lat['events']} events, "
               f"{lat['never_forwarded']} never forwarded, {lat['not_accepted']} not accepted), "
               f"CPUs {lat['cpu_busy']:.0%} busy")
     for name, f in result["forwarding"].items():
         print(f"  drained by {name:8s}: {f['events_per_s']:7.0f} events/s = "
               f"{f['vs_ingest']:.2f} of the ingest rate")
-
-
-_SPOT = {"latency_quarter": "1/4 rate", "latency": "1/2 rate"}
 
 
 def _chart(results: Path, path: Path) -> None:
@@ -539,8 +538,7 @@ def _chart(results: Path, path: Path) -> None:
     ax.set_title("ingest of signed events, and forwarding to a no-op sink", fontsize=10)
     ax.legend()
     # accept-to-first-forward, p50 and p99, at a quarter and at half the maximum ingest rate
-    steps = ("latency_quarter", "latency")
-    spots = [(pct, step) for pct in ("p50", "p99") for step in steps]
+    spots = [(pct, step) for pct in ("p50", "p99") for step in ("latency_quarter", "latency")]
     for n, (backend, r) in enumerate(found.items()):
         values = [r[step][f"{pct}_ms"] if step in r else 0 for pct, step in spots]
         bars = lx.bar([x + n * width for x in range(len(spots))], values, width,
@@ -548,7 +546,8 @@ def _chart(results: Path, path: Path) -> None:
         lx.bar_label(bars, fmt="%.0f", fontsize=7)
     lx.axhline(20, color="grey", linestyle=":", linewidth=1, label="20 ms (p50 target)")
     lx.set_xticks([x + width * (len(found) - 1) / 2 for x in range(len(spots))],
-                  [f"{pct}\n{_SPOT[step]}" for pct, step in spots], fontsize=8)
+                  [f"{pct}\n{'1/4' if step == 'latency_quarter' else '1/2'} rate"
+                   for pct, step in spots], fontsize=8)
     lx.legend(fontsize=7)
     lx.set_ylabel("ms, accept to first forward")
     lx.set_title("latency at a quarter and half the ingest rate", fontsize=10)
