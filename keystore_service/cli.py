@@ -98,6 +98,10 @@ def main() -> None:
 def serve(host: str, port: int, workers: int, threads: int) -> None:
     settings = _settings()
     try:
+        server.check_bind(host, port)  # before anything is said or migrated
+    except server.PortTaken as exc:
+        raise click.ClickException(str(exc)) from None
+    try:
         revision = server.prepare_database(settings)
     except migrate.DatabaseProblem as exc:
         raise click.ClickException(str(exc)) from None
