@@ -68,3 +68,22 @@ def test_a_delivered_event_is_redelivered_only_with_force(database_url, gw, sink
     assert forced.returncode == 0, forced.stderr
     assert "'evt_1' of 'shop' is queued again" in forced.stderr
     assert gw.get("/v1/deliveries", event_id="evt_1")[1]["deliveries"][0]["state"] == "queued"
+
+
+def test_both_secrets_can_come_on_stdin_one_line_each(database_url, gw_app, op, sink):
+    """docs/webhooks-recipes.md pipes the signing secret and then the destination secret:
+    `--secret -` reads the first line, `--destination-secret -` the next."""
+    made = cli(database_url, "source", "create", "--tenant", "acme", "--name", "piped",
+               "--provider", "stripe", "--secret", "-", "--destination", sink.url,
+               "--destination-secret", "-",
+               stdin="whsec_signing_line\nwhsec_ZGVzdGluYXRpb24tc2VjcmV0LWxpbmUtMzItYnl0ZXM=\n")
+    assert made.returncode == 0, made.stderr
+    shown = cli(database_url, "source", "show", "--tenant", "acme", "piped")
+    assert json.loads(shown.stdout)["destination"]["has_secret"] is True
+    assert json.loads(shown.stdout)["secrets"] == 1
+    assert "whsec_" not in made.stdout + made.stderr + shown.stdout + shown.stderr
+    short = cli(database_url, "source", "create", "--tenant", "acme", "--name", "short",
+                "--provider", "stripe", "--secret", "-", "--destination", sink.url,
+                "--destination-secret", "-", stdin="whsec_only_one_line\n")
+    assert short.returncode != 0 and "Traceback" not in short.stderr, short.stderr
+    assert "whsec_" not in short.stderr

@@ -30,7 +30,7 @@ def runnable_blocks() -> list[str]:
 @pytest.mark.skipif(not all(shutil.which(t) for t in ("curl", "jq", "openssl")),
                     reason="the page's commands use curl, jq and openssl")
 def test_the_key_store_blocks_run_as_written(tmp_path):
-    ports = {"8080": str(free_port()), "5678": str(free_port()), "1880": str(free_port())}
+    ports = {"8090": str(free_port()), "5678": str(free_port()), "1880": str(free_port())}
     script = ["set -euo pipefail"]
     for i, block in enumerate(runnable_blocks()):
         for old, new in ports.items():
@@ -44,7 +44,7 @@ def test_the_key_store_blocks_run_as_written(tmp_path):
     assert done.returncode == 0, done.stderr[-3000:]
     parts = re.split(r"^### (\d+)$", done.stdout, flags=re.M)
     out = {number: text.strip() for number, text in zip(parts[1::2], parts[2::2], strict=True)}
-    ks = f"http://127.0.0.1:{ports['8080']}"
+    ks = f"http://127.0.0.1:{ports['8090']}"
 
     # (serve's first start prints the operator token before it)
     assert re.fullmatch(rf"{ks}/hooks/[A-Za-z0-9_-]{{32,}}", out["0"].split()[-1])
@@ -58,4 +58,36 @@ def test_the_key_store_blocks_run_as_written(tmp_path):
     assert out["7"].split() == ["acquired", "succeeded", "replay", "INV-1"]
     assert "8" in out
     with pytest.raises(ConnectionRefusedError):  # the clean-up stopped the service
-        socket.create_connection(("127.0.0.1", int(ports["8080"])), timeout=5).close()
+        socket.create_connection(("127.0.0.1", int(ports["8090"])), timeout=5).close()
+
+
+README = REPO / "README.md"
+
+
+def test_the_recipe_runs_beside_the_quick_start():
+    """The README's quick start serves on 8080 (or 8081, its "another port") on ./keystore.db;
+    a reader who follows it and then this page must not start a second server on the same
+    port (it used to: the recipe's readyz loop answered from the other server, whose tokens
+    the recipe had not made, so every call then got 401)."""
+    quick = set(re.findall(r"127\.0\.0\.1:(\d+)|--port (\d+)", README.read_text()))
+    taken = {p for pair in quick for p in pair if p}
+    assert "8080" in taken
+    served = set(re.findall(r"keystore serve --port (\d+)", PAGE.read_text()))
+    assert served and not served & taken, (served, taken)
+    used = set(re.findall(r"127\.0\.0\.1:(\d+)", PAGE.read_text()))
+    assert not used & taken, used & taken  # every call goes to the recipe's own server
+    assert "sqlite:///keystore.db" not in PAGE.read_text()
+
+
+def test_no_secret_is_given_on_a_command_line():
+    """Signing and destination secrets reach the commands on stdin (`--secret -`,
+    `--destination-secret -`, curl's `@-`), never as an argument that `ps` shows."""
+    for block in re.findall(r"```sh\n(.*?)```", PAGE.read_text(), flags=re.S):
+        for option in re.findall(r"--(?:destination-)?secret (\S+)", block):
+            assert option == "-", block
+        assert not re.search(r"""-d ["'].*secret""", block), block
+
+
+def test_the_n8n_recipe_names_n8ns_second_port():
+    n8n = PAGE.read_text().split("\n## n8n\n", 1)[1].split("\n## ", 1)[0]
+    assert "5679" in n8n and "N8N_RUNNERS_BROKER_PORT" in n8n
