@@ -14,7 +14,7 @@ from typing import Optional
 from flask import Flask, Response, g, request
 from werkzeug.exceptions import HTTPException
 
-from keystore_service import errors, gateway
+from keystore_service import errors, gateway, logs
 from keystore_service.domain import canonical
 from keystore_service.service import metrics
 from keystore_service.service.auth import Authenticator
@@ -113,7 +113,9 @@ def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock,
     app.json.sort_keys = False
     keystore = app.extensions["keystore"] = build(settings, clock, threads)
 
-    _whole_bodies(app)  # first: everything after it sees a body of known length
+    if settings.access_log:  # first: its clock starts before anything can refuse
+        _access_log(app)
+    _whole_bodies(app)  # then: everything after it sees a body of known length
     from keystore_service.web.api import authenticate, bp
     from keystore_service.web.hooks_api import inbound, v1
     app.register_blueprint(bp)
@@ -123,8 +125,6 @@ def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock,
     _service_endpoints(app)
     _error_handlers(app)
     _request_metrics(app)
-    if settings.access_log:
-        _access_log(app)
     app.before_request(_v1_token_first(authenticate))  # after the clocks and the access log
     if background_jobs:
         app.extensions["keystore_timer"] = Timer(
@@ -226,7 +226,7 @@ def _error_handlers(app: Flask) -> None:
         # message, which may carry request input; the request id ties the line to the answer.
         rid = current_request_id()
         log.error("internal error %s on %s %s (request %s)", type(exc).__name__,
-                  request.method, request.path, rid, exc_info=exc)
+                  request.method, logs.path_shown(request.path), rid, exc_info=exc)
         resp = error_response(errors.InternalError(details={"request_id": rid}))
         resp.headers["X-Request-Id"] = rid
         return resp
@@ -248,6 +248,11 @@ def _request_metrics(app: Flask) -> None:
 
 
 def _access_log(app: Flask) -> None:
+    """One line per answer. Registered before every other before_request, so its clock is
+    set before one of them can refuse (a chunked body over the limit raised 413 before it,
+    and the line's g.started was missing: 500, issue 25 item 9); a line without its clock
+    shows `-` for the time rather than failing the answer. Paths under /hooks/ show at most
+    4 characters of the ingest id (logs.path_shown)."""
     trusted = forwarded.parse_trusted(app.extensions["keystore"].settings.forwarded_allow_ips)
 
     @app.before_request
@@ -259,7 +264,9 @@ def _access_log(app: Flask) -> None:
         principal = g.get("principal")
         client = forwarded.client_address(request.remote_addr,
                                           request.headers.get("X-Forwarded-For"), trusted)
-        access_log.info('"%s %s" %s %.1fms tenant=%s request=%s client=%s', request.method,
-                        request.path, resp.status_code, (time.perf_counter() - g.started) * 1000,
+        started = g.get("started")
+        took = "-" if started is None else f"{(time.perf_counter() - started) * 1000:.1f}"
+        access_log.info('"%s %s" %s %sms tenant=%s request=%s client=%s', request.method,
+                        logs.path_shown(request.path), resp.status_code, took,
                         principal.tenant if principal else "-", current_request_id(), client)
         return resp

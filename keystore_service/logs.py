@@ -4,6 +4,8 @@
   URL-encoded newline in an unauthenticated path wrote a forged line into the access log
   (issue 13, item 8). Control, format and separator characters become `\\xNN` / `\\uNNNN`,
   so one event is one line and looks like what it is.
+- An ingest id is a credential (for an unsigned source the only one): a path under
+  /hooks/ is logged with at most the id's first 4 characters (issue 25, item 11).
 - An exception is logged as its class and the code lines it passed through, never its
   message: `invalid literal for int() with base 10: '²'` carried request input into the
   error log (item 14). The request id in the line ties it to the request.
@@ -11,6 +13,7 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import traceback
 import uuid
@@ -19,6 +22,8 @@ from typing import Optional
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 _MAX_ID = 64
+_HOOKS = re.compile("/hooks/", re.IGNORECASE | re.ASCII)
+SHOWN_INGEST_CHARS = 4  # enough to tell sources apart in a log, far too few to guess the rest
 
 
 def _escape_table() -> dict[int, str]:
@@ -40,6 +45,18 @@ def escape(text: str) -> str:
     return "".join(_TABLE.get(ord(ch), ch if ch.isprintable() or ch == " " else
                               f"\\u{ord(ch):04x}" if ord(ch) < 0x10000 else
                               f"\\U{ord(ch):08x}") for ch in text)
+
+
+def path_shown(path: str) -> str:
+    """`path` as a log line may show it: from the first `/hooks/` on (in any case, wherever it
+    is, so `//hooks/<id>` and `/HOOKS/<id>/` too), at most 4 characters of what follows, then
+    `…`; the rest of the id and anything after it are left out."""
+    found = _HOOKS.search(path)
+    if found is None:
+        return path
+    start = found.end()
+    return path[:start] + path[start:start + SHOWN_INGEST_CHARS] + "\u2026" \
+        if len(path) > start else path
 
 
 def describe(exc_type: Optional[type], value: Optional[BaseException],
