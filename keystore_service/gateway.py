@@ -1,5 +1,5 @@
 """The inbound webhook gateway's parts, built once per process (like app.build for the rest):
-the sealer, sources, ingest, deliveries, forwarding, the per-source rate buckets, and the
+the sealer, sources, ingest (with its per-source rate buckets), deliveries, forwarding, and the
 relay that `keystore serve` runs in each worker and `keystore relay` runs alone."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from typing import Any, Optional
 
 from sqlalchemy.engine import make_url
 
+from keystore_service.hooks.admission import Admission
 from keystore_service.hooks.deliveries import Deliveries
 from keystore_service.hooks.forwarding import Forwarding
 from keystore_service.hooks.ingest import Ingest
@@ -26,7 +27,6 @@ from keystore_service.storage.events import HookStore
 from keystore_service.storage.records import RecordStore
 from keystore_service.storage.reviews import ReviewStore
 from keystore_service.storage.sources import SourceStore
-from keystore_service.web.hooks_api import RateBuckets
 
 log = logging.getLogger("keystore.gateway")
 
@@ -38,7 +38,6 @@ class Gateway:
     ingest: Ingest
     deliveries: Deliveries
     forwarding: Forwarding
-    hook_rate: RateBuckets
     relay: Optional[Relay] = None
 
     def wake(self) -> bool:
@@ -61,15 +60,16 @@ def build(settings: Settings, database: Database, records: RecordStore, reviews:
     ingest = Ingest(sources, events, records, reviews, sealer, clock,
                     settings.token_cache_seconds, wake=lambda: gateway.wake(),
                     received=observed.hook_received, tenant_name=tenant_name,
-                    group_commit=settings.group_commit)
+                    group_commit=settings.group_commit,
+                    admission=Admission(settings.hook_rate_limit_per_second,
+                                        settings.hook_bad_signature_per_second))
     deliveries = Deliveries(sources, events, records, reviews, clock,
                             wake=lambda: gateway.wake())
     forwarding = Forwarding(sources, events, records, reviews, sealer, clock,
                             tenant_name,
                             settings.hook_allow_link_local, observed=observed)
     gateway = Gateway(sealer, Sources(sources, sealer, clock, settings.hook_allow_link_local),
-                      ingest, deliveries, forwarding,
-                      RateBuckets(settings.hook_rate_limit_per_second))
+                      ingest, deliveries, forwarding)
     return gateway
 
 

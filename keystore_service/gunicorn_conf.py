@@ -22,6 +22,7 @@ bind = ["127.0.0.1:8080"]
 workers = _server.default_workers()
 worker_class = _server.OPTIONS["worker_class"]
 threads = _server.OPTIONS["threads"]
+worker_connections = _server.OPTIONS["worker_connections"]  # pending slow heads included
 preload_app = _server.OPTIONS["preload_app"]
 timeout = _server.OPTIONS["timeout"]
 graceful_timeout = _server.OPTIONS["graceful_timeout"]
@@ -29,6 +30,7 @@ keepalive = _server.OPTIONS["keepalive"]
 accesslog = _server.OPTIONS["accesslog"]
 errorlog = _server.OPTIONS["errorlog"]
 proc_name = _server.OPTIONS["proc_name"]
+pre_request = _server.OPTIONS["pre_request"]
 loglevel = _settings.log_level.lower()
 forwarded_allow_ips = _settings.forwarded_allow_ips  # the proxies trusted (deployment.md)
 control_socket_disable = True  # gunicorn >= 25.1 (ignored before): instances side by side

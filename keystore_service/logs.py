@@ -59,6 +59,12 @@ def path_shown(path: str) -> str:
         if len(path) > start else path
 
 
+def pre_request(worker, req) -> None:
+    """gunicorn's pre_request hook: its own DEBUG line of each request, with the path as
+    path_shown() gives it (gunicorn's default logs the whole path, ingest id and all)."""
+    worker.log.debug("%s %s", req.method, path_shown(req.path or ""))
+
+
 def describe(exc_type: Optional[type], value: Optional[BaseException],
              tb: Optional[TracebackType]) -> str:
     """The exception's class and frames (file, line, function, code), causes included,

@@ -44,7 +44,7 @@ WORKER_CLASS = "keystore_service.server.EnvelopeWorker"  # gthread, refusals as 
 OPTIONS: dict[str, Any] = {
     "worker_class": WORKER_CLASS, "threads": THREADS, "preload_app": False, "timeout": 60,
     "graceful_timeout": 20, "keepalive": 5, "accesslog": None, "errorlog": "-",
-    "proc_name": "keystore",
+    "proc_name": "keystore", "pre_request": logs.pre_request,  # no whole ingest id logged
 }
 
 

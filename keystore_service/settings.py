@@ -97,6 +97,11 @@ class Settings(BaseSettings):
     # Deliveries a source takes per second in each process before answering 429 (0: no
     # limit). Providers resend what was refused, so nothing is lost.
     hook_rate_limit_per_second: float = Field(200, ge=0, le=1_000_000)
+    # Deliveries with a missing or wrong signature a source answers 401 per second in each
+    # process; past it 429 (0: no limit). Apart from the rate above, which only signed
+    # deliveries spend (issue 25, item 5); a sender with a wrong secret needs few 401s to
+    # show it, and junk gets no more than this.
+    hook_bad_signature_per_second: float = Field(10, ge=0, le=1_000_000)
     # Benchmarks only: POST /bench/noop parses a JSON body and answers, through the same app
     # and server configuration, as the ceiling a claim is measured against (docs/benchmarks.md).
     bench_noop: bool = False

@@ -4,7 +4,9 @@ forwards it. The contract's ingest table, in its order:
 
     unknown or disabled source      404 not_found
     body over the limit             413 payload_too_large      (the view reads the body)
-    signature missing or wrong      401 invalid_signature       nothing stored
+    signature missing or wrong      401 invalid_signature       nothing stored; past its own
+                                                                budget 429 (hooks/admission.py)
+    source's rate spent             429 rate_limited            signed deliveries only
     Slack url_verification          200 {"challenge": ...}      nothing stored
     no event id                     400 invalid_request         nothing stored
     new event id                    202 accepted                after the commit
@@ -17,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import secrets
 import threading
 import time
@@ -30,6 +31,8 @@ from keystore_service.domain import records as domain
 from keystore_service.domain.records import SECOND, Micros, Record
 from keystore_service.domain.upkeep import claim_changes
 from keystore_service.hooks import providers, rules
+from keystore_service.hooks.admission import Admission
+from keystore_service.hooks.notify import Notifier
 from keystore_service.hooks.providers import Headers, Inbound, InvalidSignature, MissingEventId
 from keystore_service.hooks.rules import Arrival
 from keystore_service.service.grouping import Groups
@@ -69,7 +72,8 @@ class Ingest:
                  reviews: ReviewStore, sealer: Sealer, clock: Callable[[], Micros],
                  cache_seconds: float = 5.0, wake: Callable[[], bool] = lambda: False,
                  received: Callable[[str, str, str], None] = lambda *a: None,
-                 tenant_name: Callable[[int], str] = str, group_commit: bool = True):
+                 tenant_name: Callable[[int], str] = str, group_commit: bool = True,
+                 admission: Optional[Admission] = None):
         self.sources, self.events, self.records, self.reviews = sources, events, records, \
             reviews
         self.sealer, self.clock, self._wake = sealer, clock, wake
@@ -89,6 +93,7 @@ class Ingest:
         self._lock = threading.Lock()
 
     def source(self, ingest_id: str) -> Opened:
+        self.admission = admission or Admission()
         """The active source of an ingest id; NotFound otherwise. A disabled source answers
         404 from the next `cache_seconds` on in every worker (KEYSTORE_TOKEN_CACHE_SECONDS)."""
         key = ingest_hash(ingest_id)
@@ -129,6 +134,7 @@ class Ingest:
             raise errors.InvalidSignature(str(exc)) from None
         except MissingEventId as exc:
             self.received(source, status)
+            self.admission.signed(source.id)  # only a signed delivery spends the rate
             raise errors.InvalidRequest(f"no event id: {exc}",
                                         details={"field": "event_id"}) from None
         fingerprint = rules.body_fingerprint(body, provider.volatile)
@@ -136,6 +142,7 @@ class Ingest:
         arrival = self._record(source, event_id, fingerprint, body, kept, now)
         self.received(source, _STATUS[arrival])
         if arrival in (Arrival.NEW, Arrival.NEW_INCARNATION):
+            self.admission.bad_signature(source.id)  # 429 once its own budget is spent
             self.wake()
             return Answer(202, {"status": "accepted", "event_id": event_id})
         return Answer(200, {"status": _STATUS[arrival], "event_id": event_id},
@@ -248,43 +255,6 @@ class Ingest:
 
 def _key(values: dict) -> tuple:
     return values["tenant_id"], values["scope"], values["key"]
-
-
-class Notifier:
-    """NOTIFY keystore_hooks for the relays of every instance (PostgreSQL), sent by a thread
-    of its own after the commits it tells of, one at a time: the ingests that commit while
-    one is in flight share the next. Inside each ingest's transaction, NOTIFY serialised
-    every ingest's commit (PostgreSQL takes one database-wide lock from a notifying
-    transaction's commit until its end, WAL flush included; docs/benchmarks.md, "The
-    gateway"). A lost NOTIFY costs a relay its wake-up, not the event: the 1 s sweep
-    finds it."""
-
-    def __init__(self, send: Callable[[], None]):
-        self.send = send
-        self._due = threading.Event()
-        self._lock = threading.Lock()
-        self._pid = 0  # the thread is started in the process that notifies (after a fork)
-        self.sent = 0
-
-    def notify(self) -> None:
-        self._due.set()
-        if self._pid != os.getpid():
-            with self._lock:
-                if self._pid != os.getpid():
-                    self._pid = os.getpid()
-                    threading.Thread(target=self._run, name="keystore-notify",
-                                     daemon=True).start()
-
-    def _run(self) -> None:
-        while True:
-            self._due.wait()
-            self._due.clear()
-            try:
-                self.send()
-                self.sent += 1
-            except Exception as exc:  # noqa: BLE001 - the sweep stands in for it
-                log.warning("NOTIFY keystore_hooks failed (%s)", type(exc).__name__)
-                time.sleep(0.5)
 
 
 _STATUS = {Arrival.NEW: "accepted", Arrival.NEW_INCARNATION: "accepted",

@@ -3,10 +3,6 @@ signature is the credential), and the operators' /v1/sources and /v1/deliveries.
 the gateway, render; nothing else lives here."""
 from __future__ import annotations
 
-import threading
-import time
-from typing import Optional
-
 from flask import Blueprint, current_app, g, request
 
 from keystore_service import errors
@@ -33,39 +29,13 @@ def ingest(ingest_id: str):
     if len(ingest_id) > MAX_INGEST_ID or not ingest_id.isascii():
         raise errors.NotFound("no such webhook source")
     opened = ks.ingest.source(ingest_id)  # 404 before the body is read
-    wait = ks.hook_rate.take(opened.source.id)
-    if wait is not None:
-        raise errors.RateLimited("this source takes no more deliveries per second; the "
-                                 "provider resends", headers={"Retry-After": str(wait)},
-                                 details={"retry_after_seconds": wait})
+    # The source's rate is taken after the signature is checked (Ingest.accept), so the
+    # body is read first: junk must not spend a signed sender's rate (issue 25, item 5).
     bodies.buffer_chunked(request.environ, current_app.config["MAX_CONTENT_LENGTH"])
     body = request.get_data(cache=False)  # 413 past the limit
     answer = ks.ingest.accept(opened, list(request.headers.items()), body)
     headers = {"Idempotent-Replayed": "true"} if answer.replayed else None
     return respond(answer.body, answer.status, headers=headers)
-
-
-class RateBuckets:
-    """Per-source token buckets of this process: `rate` deliveries a second, bursts of a
-    second's worth. take() is None when one may pass, else the seconds to wait."""
-
-    def __init__(self, rate: float, monotonic=time.monotonic):
-        self.rate, self.monotonic = rate, monotonic
-        self._buckets: dict[int, tuple[float, float]] = {}
-        self._lock = threading.Lock()
-
-    def take(self, key: int) -> Optional[int]:
-        if self.rate <= 0:
-            return None
-        now = self.monotonic()
-        with self._lock:
-            tokens, at = self._buckets.get(key, (self.rate, now))
-            tokens = min(self.rate, tokens + (now - at) * self.rate)
-            if tokens >= 1:
-                self._buckets[key] = (tokens - 1, now)
-                return None
-            self._buckets[key] = (tokens, now)
-        return max(1, int((1 - tokens) / self.rate + 0.999))
 
 
 # --- sources ------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import socket
 
 import requests
 
+from tests.gateway.support import KEY
 from tests.support import Server, new_token
 
 SECRETS = {"payload": "PAYLOAD-s3cr3t-7781", "result": "RESULT-BODY-s3cr3t-4410",
@@ -17,9 +18,11 @@ def test_no_secret_reaches_the_log(database_url, tmp_path):
     token = new_token(database_url, "logs", "operator")
     log = tmp_path / "server.log"
     server = Server(database_url, workers=2, log_path=log,
-                    env={"KEYSTORE_ACCESS_LOG": "true", "KEYSTORE_LOG_LEVEL": "DEBUG"}).start()
+                    env={"KEYSTORE_ACCESS_LOG": "true", "KEYSTORE_LOG_LEVEL": "DEBUG",
+                         "KEYSTORE_SECRET_KEY": KEY}).start()
     s, h = requests.Session(), {"Authorization": f"Bearer {token}"}
     try:
+        ingest_ids = _deliveries(s, server.url, h)
         ref = {"scope": "invoice", "key": "evt-1"}
         claimed = s.post(server.url + "/v1/claim", headers=h, json={
             **ref, "payload": {"card": SECRETS["payload"]}}).json()
@@ -48,6 +51,30 @@ def test_no_secret_reaches_the_log(database_url, tmp_path):
     assert "POST /v1/claim" in text and "tenant=logs" in text  # the access log was on
     for secret in [*SECRETS.values(), token, lease, "x" * 40]:
         assert secret not in text, f"{secret[:12]}... reached the log"
+    for ingest_id in ingest_ids:  # issue 25, item 11: at most its first 4 characters
+        assert ingest_id[:5] not in text and ingest_id[-8:] not in text, "an ingest id"
+        assert f"/hooks/{ingest_id[:4]}\u2026" in text
+
+
+def _deliveries(s: requests.Session, url: str, h: dict) -> list[str]:
+    """Deliveries to an unsigned source (its ingest id is its only credential) and to a
+    signed one, good and bad, at the id's path and at paths a misconfigured sender uses."""
+    ids = []
+    for name, extra in (("open", {"signature": None}),
+                        ("signed", {"secrets": ["sig-s3cr3t"], "signature": {
+                            "header": "X-Sig", "algorithm": "sha256", "encoding": "hex"}})):
+        created = s.post(url + "/v1/sources", headers=h, json={
+            "name": name, "provider": "generic", "event_id": {"json": ["/id"]},
+            "destination": {"url": "http://127.0.0.1:9/"}, **extra}).json()
+        ids.append(created["source"]["ingest_url"].rsplit("/", 1)[1])
+    for ingest_id in ids:
+        for path in (f"/hooks/{ingest_id}", f"/hooks/{ingest_id}/", f"//hooks/{ingest_id}",
+                     f"/HOOKS/{ingest_id}", f"/hooks/{ingest_id}/x?y=1"):
+            for headers in ({}, {"X-Sig": "00" * 32}):
+                s.post(url + path, data=b'{"id": "e-1"}', headers=headers, timeout=10)
+        s.post(url + f"/hooks/{ingest_id}", data=b"{" + b" " * (2 * 1024 * 1024),
+               headers={"Transfer-Encoding": "chunked"}, timeout=30)
+    return ids
 
 
 FORGED = "2026-11-30 12:00:00,000 INFO keystore.access: forged"
