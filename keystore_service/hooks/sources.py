@@ -68,7 +68,8 @@ class Sources:
                 ttl_seconds=ttl, retry_window_seconds=body.retry_window_seconds,
                 max_in_flight=body.max_in_flight, keep_body_seconds=body.keep_body_seconds,
                 state="active", created_at=now, updated_at=now, paused_until=None,
-                last_error=None, last_error_at=None)
+                last_error=None, last_error_at=None,
+                max_pause_seconds=body.max_pause_seconds, last_taken_at=None)
         return self._shown(source, Queue(0, 0, 0, None))
 
     def get(self, tenant_id: int, name: str) -> Shown:
@@ -110,7 +111,7 @@ class Sources:
             config["forward"] = _forward(dest)
             changes.update(destination_url=dest.url, timeout_seconds=dest.timeout_seconds)
         for name_ in ("ttl_seconds", "retry_window_seconds", "max_in_flight",
-                      "keep_body_seconds"):
+                      "keep_body_seconds", "max_pause_seconds"):
             if getattr(body, name_) is not None:
                 changes[name_] = getattr(body, name_)
         _check_ttl(changes.get("ttl_seconds", source.ttl_seconds),

@@ -4,23 +4,22 @@ an attempt's result only while its lease holds, redelivery, listing, and droppin
 Every method runs on the caller's cursor and transaction unless it says otherwise."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-from sqlalchemy import bindparam, delete, func, insert, null, or_, select, text, update
+from sqlalchemy import bindparam, delete, func, insert, null, or_, select, update
 from sqlalchemy.dialects import postgresql
 
 from keystore_service.domain.records import SECOND, Micros, Record
 from keystore_service.storage.db import Database
 from keystore_service.storage.records import INSERT_COLUMNS, insert_or_count
 from keystore_service.storage.sql import Sql
+from keystore_service.storage.take import Take
 from keystore_service.storage.tables import (attempts, hook_attempts, hook_events,
                                              hook_sources, records)
 
 E, A, S = hook_events.c, hook_attempts.c, hook_sources.c
 ATTEMPTS_SHOWN = 20  # per delivery in a listing: the newest; the count says how many more
-LEASE_MARGIN_SECONDS = 15  # an attempt's lease: the destination's timeout + this (contract)
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,29 +73,8 @@ class HookStore:
                                        "lease_holder", "lease_until", "delivered_at",
                                        "body_dropped_at")}).returning(*hook_events.c), d)
         self._forget = Sql(delete(hook_attempts).where(A.event_pk == bindparam("eid")), d)
-        # Two statements, not one with an OR: PostgreSQL answers an OR of the two with a
-        # bitmap scan, which reads every index entry of every event that was ever queued or
-        # delivering and is not vacuumed yet (an event's state changes twice as it is
-        # forwarded); a plain index scan in (state, next_attempt_at) order stops at its LIMIT
-        # and marks the dead entries it meets, so the next take skips them (measured: 13.7 ms
-        # a take after 49,000 forwards, 0.2 ms; docs/benchmarks.md, "The gateway").
-        not_paused = or_(S.paused_until.is_(None), S.paused_until <= bindparam("now"))
-        joined = select(E.id, E.source_id).join(hook_sources, S.id == E.source_id)
-        queued = joined.where(E.state == "queued", E.next_attempt_at <= bindparam("now"),
-                              not_paused).order_by(E.next_attempt_at, E.id)
-        expired = joined.where(E.state == "delivering", E.lease_until <= bindparam("now"),
-                               not_paused).order_by(E.lease_until, E.id)
-        self._candidates = []
-        for stmt in (expired, queued):  # leases that ran out first: overdue attempts
-            stmt = stmt.limit(bindparam("n"))
-            if not db.sqlite:
-                stmt = stmt.with_for_update(of=hook_events, skip_locked=True)
-            self._candidates.append(Sql(stmt, d))
-        # The sources of the candidates, locked in id order while their events in flight are
-        # counted (max_in_flight holds across relays), and the lease of the chosen events:
-        # two statements that PostgreSQL receives together with the COMMIT (Database.steps).
-        self._sources = Sql(text(_TAKE["sources_sqlite" if db.sqlite else "sources_pg"]), d)
-        self._lease = Sql(text(_TAKE["lease_sqlite" if db.sqlite else "lease_pg"]), d)
+        # The take (storage/take.py): fair across tenants and sources, in two round trips.
+        self._take = Take(d, db.sqlite)
         self._attempt = Sql(hook_attempts.insert().values(
             {c.name: bindparam(c.name) for c in hook_attempts.c if c.name != "id"}), d)
         # An attempt's result is written only while it still holds the lease it took.
@@ -170,27 +148,21 @@ class HookStore:
 
     # --- forwarding -----------------------------------------------------------------------
 
-    def take_due(self, holder: str, now: Micros, limit: int
+    def take_due(self, holder: str, now: Micros, limit: int, ended: bool = False
                  ) -> tuple[list[Event], dict[int, tuple], bool]:
         """Take up to `limit` due events (queued and due, or delivering with an expired
-        lease: taken over as the next attempt) of sources that are not paused, each under a
-        lease of its source's timeout + LEASE_MARGIN, at most `max_in_flight` per source
-        across every relay: the sources' rows are locked while their events are counted.
-        In a transaction of its own; the events taken, their sources' rows by id, and
-        whether due events were left (by `limit` or by their sources' max_in_flight)."""
-        params = {"now": now, "n": limit * 4}
+        lease: taken over as the next attempt) of sources with room (not paused, fewer
+        than `max_in_flight` in flight across every relay: the sources' rows are locked
+        while their events are counted), served in turn: tenants first, then their sources
+        (storage/take.py). With `ended`, also the queued events of paused sources whose
+        retry window has ended (to be failed without a forward). Each under a lease of its
+        source's timeout + take.LEASE_MARGIN_SECONDS. In a transaction of its own; the
+        events taken, their sources' rows by id, and whether due events were left (by
+        `limit` or by their sources' max_in_flight)."""
         with self.db.steps() as steps:
-            found = steps.send([(stmt, params) for stmt in self._candidates])
-            candidates = [row for rows in found for row in rows]  # expired leases first
-            if not candidates:
-                return [], {}, False
-            sids = sorted({sid for _, sid in candidates})
-            sources, leased = steps.send([
-                (self._sources, {"sids": _ids(sids, self.sqlite)}),
-                (self._lease, {"c": json.dumps(candidates), "now": now, "n": limit,
-                               "holder": holder})], last=True)
+            sources, leased, found = self._take.run(steps, holder, now, limit, ended)
         return ([Event(*row) for row in leased], {row[0]: row for row in sources},
-                len(leased) < len(candidates))
+                len(leased) < found)
 
     def settle(self, cur: Any, event: Event, holder: str, state: str, now: Micros,
                next_at: Optional[Micros]) -> bool:
@@ -297,52 +269,6 @@ class HookStore:
 
     def steps(self):
         return self.db.steps()
-
-
-def _ids(ids: list[int], sqlite: bool) -> Any:
-    return json.dumps(ids) if sqlite else ids
-
-
-_SOURCE_COLUMNS = ", ".join(c.name for c in hook_sources.c)
-_EVENT_COLUMNS = ", ".join(c.name for c in hook_events.c)
-_LEASE = f"""
-    WITH c AS ({{candidates}}),
-    room AS (
-        SELECT s.id AS sid, s.max_in_flight - (SELECT count(*) FROM hook_events f
-                                  WHERE f.source_id = s.id AND f.state = 'delivering'
-                                    AND f.lease_until > :now) AS room
-        FROM hook_sources s WHERE s.id IN (SELECT sid FROM c)),
-    ranked AS (
-        SELECT c.id, c.ord, room.room,
-               row_number() OVER (PARTITION BY c.sid ORDER BY c.ord) AS rn
-        FROM c JOIN room ON room.sid = c.sid),
-    chosen AS (SELECT id FROM ranked WHERE rn <= room ORDER BY ord LIMIT :n)
-    UPDATE hook_events SET state = 'delivering', attempts = attempts + 1,
-        lease_holder = :holder,
-        lease_until = :now + ((SELECT timeout_seconds FROM hook_sources s
-                               WHERE s.id = hook_events.source_id)
-                              + {LEASE_MARGIN_SECONDS}) * {SECOND}
-    WHERE id {{chosen}}
-    RETURNING {{returning}}"""
-# The take's last two statements. The candidates come as JSON [[event id, source id], ...]
-# in the order they were found; the count in flight runs after the sources' rows are locked
-# (a statement of its own before it), so it sees every other relay's committed take.
-_TAKE = {
-    "sources_pg": f"SELECT {_SOURCE_COLUMNS} FROM hook_sources "
-                  "WHERE id = ANY(CAST(:sids AS integer[])) ORDER BY id FOR NO KEY UPDATE",
-    "sources_sqlite": f"SELECT {_SOURCE_COLUMNS} FROM hook_sources "
-                      "WHERE id IN (SELECT value FROM json_each(:sids)) ORDER BY id",
-    "lease_pg": _LEASE.format(
-        candidates="SELECT CAST(x->>0 AS bigint) AS id, CAST(x->>1 AS integer) AS sid, "
-                   "n AS ord FROM jsonb_array_elements(CAST(:c AS jsonb)) "
-                   "WITH ORDINALITY AS u(x, n)",
-        chosen="= ANY(ARRAY(SELECT id FROM chosen))",  # the primary key, whatever the stats
-        returning=_EVENT_COLUMNS),
-    "lease_sqlite": _LEASE.format(
-        candidates="SELECT json_extract(value, '$[0]') AS id, "
-                   "json_extract(value, '$[1]') AS sid, key AS ord FROM json_each(:c)",
-        chosen="IN (SELECT id FROM chosen)", returning=_EVENT_COLUMNS),
-}
 
 
 def _settled(ended: bool) -> Any:

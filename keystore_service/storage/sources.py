@@ -40,6 +40,8 @@ class Source:
     paused_until: Optional[Micros]
     last_error: Optional[str]
     last_error_at: Optional[Micros]
+    max_pause_seconds: int
+    last_taken_at: Optional[Micros]
 
     @property
     def options(self) -> dict:
@@ -68,7 +70,7 @@ class Queue:
 
 
 CHANGEABLE = ("sealed", "config", "destination_url", "timeout_seconds", "ttl_seconds",
-              "retry_window_seconds", "max_in_flight", "keep_body_seconds")
+              "retry_window_seconds", "max_in_flight", "keep_body_seconds", "max_pause_seconds")
 
 
 class SourceStore:

@@ -273,11 +273,17 @@ hook_sources = Table(
     Column("paused_until", BigInteger, nullable=True),  # a 429/503 with Retry-After
     Column("last_error", Text, nullable=True),  # a short reason, never a body
     Column("last_error_at", BigInteger, nullable=True),
+    # A Retry-After pause lasts at most this long (the contract: default an hour, at most a
+    # day: long enough for any provider's announced maintenance, short enough that a typo
+    # or a hostile answer cannot stop a source for years).
+    Column("max_pause_seconds", Integer, nullable=False, server_default="3600"),
+    Column("last_taken_at", BigInteger, nullable=True),  # the take's round robin (events.py)
     UniqueConstraint("tenant_id", "name"),
     CheckConstraint("state IN ('active', 'disabled')", name="state"),
     CheckConstraint("length(name) BETWEEN 1 AND 64", name="name_length"),
     CheckConstraint("timeout_seconds BETWEEN 1 AND 60 AND max_in_flight >= 1 AND "
                     "ttl_seconds >= 1 AND retry_window_seconds >= 1", name="limits"),
+    CheckConstraint("max_pause_seconds BETWEEN 1 AND 86400", name="pause_limit"),
 )
 
 # One accepted event per record (scope `hook:<source>`, key = the event id): its body and
@@ -304,7 +310,7 @@ hook_events = Table(
     CheckConstraint("state IN ('queued', 'delivering', 'delivered', 'failed')", name="state"),
     CheckConstraint("state <> 'delivering' OR lease_until IS NOT NULL", name="lease"),
     Index(None, "state", "next_attempt_at"),
-    Index(None, "source_id", "state"),
+    Index(None, "source_id", "state", "next_attempt_at"),  # a source's due events (take)
     Index(None, "tenant_id", "received_at"),
 )
 

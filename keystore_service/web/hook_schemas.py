@@ -69,6 +69,10 @@ class Destination(_Body):
         "workflow's own response), so a platform's 'starting up' 200 is retried"))
 
 
+MAX_PAUSE = ("A 429 or 503 with Retry-After pauses the source's forwarding for at most this "
+             "long (1 s to a day): a longer Retry-After is cut to it")
+
+
 class SourceCreate(_Body):
     name: SourceName
     provider: Provider
@@ -80,6 +84,7 @@ class SourceCreate(_Body):
     retry_window_seconds: Int(60, 30 * DAY) = 3 * DAY
     max_in_flight: Int(1, 256) = 4
     keep_body_seconds: Int(0, 90 * DAY) = 7 * DAY
+    max_pause_seconds: Int(1, DAY) = Field(3600, description=MAX_PAUSE)
 
 
 class SourceChange(_Body):
@@ -93,6 +98,7 @@ class SourceChange(_Body):
     retry_window_seconds: Optional[Int(60, 30 * DAY)] = None
     max_in_flight: Optional[Int(1, 256)] = None
     keep_body_seconds: Optional[Int(0, 90 * DAY)] = None
+    max_pause_seconds: Optional[Int(1, DAY)] = Field(None, description=MAX_PAUSE)
 
 
 class Redeliver(_Body):
@@ -141,6 +147,7 @@ class SourceOut(_Out):
     retry_window_seconds: int
     max_in_flight: int
     keep_body_seconds: int
+    max_pause_seconds: int
     created_at: str
     updated_at: str
     paused_until: Optional[str]

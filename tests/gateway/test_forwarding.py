@@ -257,7 +257,7 @@ def test_an_ingest_does_not_queue_behind_a_take_holding_its_source(gw, sink, for
     (job,) = forwarding.take(HOLDER, 1)
     answers: list = []
     with forwarding.events.steps() as steps:
-        steps.send([(forwarding.events._sources,
+        steps.send([(forwarding.events._take.sources,
                      {"sids": json.dumps([job.source.id]) if backend == "sqlite"
                       else [job.source.id]})])
         ingest = threading.Thread(target=lambda: answers.append(

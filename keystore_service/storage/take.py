@@ -1,0 +1,165 @@
+"""The take of due events, fair across tenants and sources (issue 25): the statements of
+HookStore.take_due.
+
+A take serves only sources with room (not paused, fewer events in flight than their
+`max_in_flight`, counted across every relay under the sources' row locks) and serves them
+in turn: each source offers its oldest due events up to its free slots, and the events
+chosen interleave by tenant first, then by source, starting with the tenant and the source
+a take served longest ago (`hook_sources.last_taken_at`, written by the take). So one
+source's backlog, however old, never keeps another source's event waiting behind it.
+
+Two round trips on PostgreSQL, as before (docs/benchmarks.md, "The gateway"): the
+candidates (per source, an index scan of its own due events that stops at its room, rows
+locked SKIP LOCKED), then the sources' rows locked, the choice and the lease with the
+COMMIT. SQLite runs the same steps one by one under its write lock.
+
+Candidates are of three kinds, in this order within a source: 0 an attempt whose lease ran
+out (overdue: taken over as the next attempt), 1 a queued event that is due, 2 a queued
+event of a *paused* source whose retry window has ended (only when the caller sweeps for
+them, about once a second: it is then failed without a forward, hooks/forwarding.py)."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from sqlalchemy import text
+from sqlalchemy.engine import Dialect
+
+from keystore_service.domain.records import SECOND
+from keystore_service.storage.sql import Sql
+from keystore_service.storage.tables import hook_events, hook_sources
+
+LEASE_MARGIN_SECONDS = 15  # an attempt's lease: the destination's timeout + this (contract)
+EXPIRED, DUE, ENDED = 0, 1, 2  # the kinds of candidates
+
+_IN_FLIGHT = """(SELECT count(*) FROM hook_events d WHERE d.source_id = s.id
+                   AND d.state = 'delivering' AND d.lease_until > :now)"""
+_PAUSED = "(s.paused_until IS NOT NULL AND s.paused_until > :now)"
+# Per kind: the condition on an event of source s, its order, and the condition on s.
+_KINDS = {
+    EXPIRED: ("e.state = 'delivering' AND e.lease_until <= :now", "e.lease_until",
+              f"NOT {_PAUSED}"),
+    DUE: ("e.state = 'queued' AND e.next_attempt_at <= :now", "e.next_attempt_at",
+          f"NOT {_PAUSED}"),
+    ENDED: (f"e.state = 'queued' AND e.next_attempt_at <= :now AND "
+            f"e.window_start <= :now - s.retry_window_seconds * {SECOND}", "e.next_attempt_at",
+            _PAUSED),
+}
+
+
+def _candidates_pg(kind: int) -> str:
+    """Each source's oldest events of `kind`, at most its room + 1 of them (the one more
+    tells that some were left behind), locked; rows (event id, source id, kind, order)."""
+    where, order, of_source = _KINDS[kind]
+    limit = ":n" if kind == ENDED else f"LEAST(:n, GREATEST(0, s.max_in_flight - {_IN_FLIGHT}))"
+    return f"""
+        SELECT f.id, s.id, {kind}, f.ord FROM hook_sources s
+        CROSS JOIN LATERAL (
+            SELECT e.id, {order} AS ord FROM hook_events e
+            WHERE e.source_id = s.id AND {where}
+            ORDER BY {order}, e.id LIMIT {limit} + 1
+            FOR UPDATE OF e SKIP LOCKED) f
+        WHERE {of_source}"""
+
+
+def _candidates_sqlite(kind: int) -> str:
+    """As _candidates_pg without LATERAL (SQLite has none, and its LIMIT cannot name an
+    outer column): up to :n of each source; the lease then keeps each source's room."""
+    where, order, of_source = _KINDS[kind]
+    return f"""
+        SELECT e.id, e.source_id, {kind}, {order} FROM hook_sources s
+        JOIN hook_events e ON e.id IN (
+            SELECT e.id FROM hook_events e WHERE e.source_id = s.id AND {where}
+            ORDER BY {order}, e.id LIMIT :n)
+        WHERE {of_source}"""
+
+
+_SOURCE_COLUMNS = ", ".join(c.name for c in hook_sources.c)
+_EVENT_COLUMNS = ", ".join(c.name for c in hook_events.c)
+# The choice, after the sources' rows are locked (a statement of its own before it, so the
+# count in flight sees every other relay's committed take): per source its first `room`
+# candidates (expired leases first, then the oldest due); a paused source only those whose
+# window ended; then turn by turn, each tenant's next source's next event, tenants and
+# sources served longest ago first (ties by id); at most :n in all.
+_LEASE = f"""
+    WITH c AS ({{candidates}}),
+    src AS (
+        SELECT s.id AS sid, s.tenant_id AS tid, COALESCE(s.last_taken_at, 0) AS last,
+               {_PAUSED} AS paused, s.max_in_flight - {_IN_FLIGHT} AS room
+        FROM hook_sources s WHERE s.id IN (SELECT sid FROM c)),
+    fit AS (
+        SELECT c.id, c.sid, src.tid, src.last, src.room,
+               row_number() OVER (PARTITION BY c.sid ORDER BY c.kind, c.ord, c.id) AS rn
+        FROM c JOIN src ON src.sid = c.sid WHERE c.kind = {ENDED} OR NOT src.paused),
+    turns AS (
+        SELECT id, sid, tid,
+               row_number() OVER (PARTITION BY tid ORDER BY rn, last, sid) AS turn,
+               max(last) OVER (PARTITION BY tid) AS tlast
+        FROM fit WHERE rn <= room),
+    chosen AS (SELECT id, sid FROM turns ORDER BY turn, tlast, tid LIMIT :n){{touch}}
+    UPDATE hook_events SET state = 'delivering', attempts = attempts + 1,
+        lease_holder = :holder,
+        lease_until = :now + ((SELECT timeout_seconds FROM hook_sources s
+                               WHERE s.id = hook_events.source_id)
+                              + {LEASE_MARGIN_SECONDS}) * {SECOND}
+    WHERE id {{chosen}}
+    RETURNING {{returning}}"""
+_TOUCH = "UPDATE hook_sources SET last_taken_at = :now WHERE id {sids}"
+_PG = {
+    "sources": f"SELECT {_SOURCE_COLUMNS} FROM hook_sources "
+               "WHERE id = ANY(CAST(:sids AS integer[])) ORDER BY id FOR NO KEY UPDATE",
+    # The candidates come as JSON [[event id, source id, kind, order], ...].
+    "lease": _LEASE.format(
+        candidates="SELECT CAST(x->>0 AS bigint) AS id, CAST(x->>1 AS integer) AS sid, "
+                   "CAST(x->>2 AS integer) AS kind, CAST(x->>3 AS bigint) AS ord "
+                   "FROM jsonb_array_elements(CAST(:c AS jsonb)) AS u(x)",
+        # the sources served, in the same statement: no round trip more
+        touch=",\n    touched AS (" + _TOUCH.format(sids="IN (SELECT sid FROM chosen)") + ")",
+        chosen="= ANY(ARRAY(SELECT id FROM chosen))",  # the primary key, whatever the stats
+        returning=_EVENT_COLUMNS),
+}
+_SQLITE = {
+    "sources": f"SELECT {_SOURCE_COLUMNS} FROM hook_sources "
+               "WHERE id IN (SELECT value FROM json_each(:sids)) ORDER BY id",
+    "lease": _LEASE.format(
+        candidates="SELECT json_extract(value, '$[0]') AS id, "
+                   "json_extract(value, '$[1]') AS sid, json_extract(value, '$[2]') AS kind, "
+                   "json_extract(value, '$[3]') AS ord FROM json_each(:c)",
+        touch="", chosen="IN (SELECT id FROM chosen)", returning=_EVENT_COLUMNS),
+    "touch": _TOUCH.format(sids="IN (SELECT value FROM json_each(:sids))"),
+}
+
+
+class Take:
+    """The take's statements for one database; HookStore.take_due runs them."""
+
+    def __init__(self, dialect: Dialect, sqlite: bool):
+        self.sqlite = sqlite
+        made = _candidates_sqlite if sqlite else _candidates_pg
+        self.candidates = {k: Sql(text(made(k)), dialect) for k in (EXPIRED, DUE, ENDED)}
+        sql = _SQLITE if sqlite else _PG
+        self.sources = Sql(text(sql["sources"]), dialect)
+        self.lease = Sql(text(sql["lease"]), dialect)
+        self.touch = Sql(text(sql["touch"]), dialect) if sqlite else None
+
+    def run(self, steps: Any, holder: str, now: int, limit: int, ended: bool
+            ) -> tuple[list[tuple], list[tuple], int]:
+        """In the caller's Database.steps: the sources' rows, the leased events' rows, and
+        how many candidates there were."""
+        kinds = (EXPIRED, DUE, ENDED) if ended else (EXPIRED, DUE)
+        params = {"now": now, "n": limit}
+        found = steps.send([(self.candidates[k], params) for k in kinds])
+        candidates = [list(row) for rows in found for row in rows]
+        if not candidates:
+            return [], [], 0
+        sids = sorted({row[1] for row in candidates})
+        lease = (self.lease, {"c": json.dumps(candidates), "now": now, "n": limit,
+                              "holder": holder})
+        locked = (self.sources, {"sids": json.dumps(sids) if self.sqlite else sids})
+        if self.touch is None:
+            sources, leased = steps.send([locked, lease], last=True)
+        else:
+            sources, leased = steps.send([locked, lease])
+            served = sorted({row[2] for row in leased})  # hook_events' source_id
+            steps.send([(self.touch, {"now": now, "sids": json.dumps(served)})], last=True)
+        return sources, leased, len(candidates)
