@@ -44,6 +44,36 @@ def test_python_blocks_parse(page):
         ast.parse(block)
 
 
+def test_the_python_client_page_runs_as_written(service, monkeypatch, capsys):
+    """Every Python block of docs/python-client.md runs as the page says: in order, in one
+    session, with KEYSTORE_URL and KEYSTORE_TOKEN set, against the real service. Its
+    stand-ins (mailer, billing, crm, alert) print what they do, so the output shows which
+    side effects ran: each once."""
+    monkeypatch.setenv("KEYSTORE_URL", service.url)
+    monkeypatch.setenv("KEYSTORE_TOKEN", service.token)
+    blocks = code_blocks(DOCS / "python-client.md", "python")
+    assert blocks
+    ns: dict = {}
+    for i, block in enumerate(blocks):
+        exec(compile(block, f"python-client.md#{i}", "exec"), ns)
+    out = capsys.readouterr().out.splitlines()
+    assert out == [
+        "mail sent: Hours of acme in 2026-W48", "{'message_id': 'msg-1'}",
+        "{'message_id': 'msg-1'}",  # the repeat sent nothing
+        "invoice created for evt_1Q2w3E with key create_invoice:evt_1Q2w3E", "INV-42",
+        "CRM updated: ann@example.com", "CRM updated: ann@example.org",  # once per version
+        "invoicing order 1041", "invoicing order 1042",
+        "ALERT: event evt_1Q2w3E changed: "
+        + ns["ks"].lookup("create_invoice", "evt_1Q2w3E").fingerprint,
+    ]
+    assert ns["once_only"].retry.tries == 1 and ns["patient"].retry.tries == 6
+    derive_key = ns["derive_key"]
+    assert derive_key("acme", "2026-W48") == "acme|2026-W48"
+    assert derive_key("acme", ns["date"](2026, 11, 30), 42) == "acme|2026-11-30|42"
+    for r in ns["results"]:
+        assert ns["ks"].lookup("orders", r.key).state == "succeeded"
+
+
 def test_the_recipes_run(service, sink, scope, monkeypatch, caplog):
     monkeypatch.setenv("KEYSTORE_URL", service.url)
     monkeypatch.setenv("KEYSTORE_TOKEN", service.token)
