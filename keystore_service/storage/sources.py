@@ -11,9 +11,9 @@ from sqlalchemy import bindparam, func, or_, select, update
 from keystore_service.domain.records import Micros
 from keystore_service.storage.db import Database
 from keystore_service.storage.sql import Sql
-from keystore_service.storage.tables import hook_events, hook_sources
+from keystore_service.storage.tables import hook_events, hook_sources, reviews
 
-S, E = hook_sources.c, hook_events.c
+S, E, V = hook_sources.c, hook_events.c, reviews.c
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,12 +61,16 @@ class Source:
 
 @dataclass(frozen=True, slots=True)
 class Queue:
-    """A source's forwarding queue as it stands."""
+    """A source's forwarding queue as it stands; `held`: its events with an open
+    fingerprint_mismatch review (a changed body held for a person); `next_attempt_at`: the
+    earliest next attempt of its queued events (which a pause may push back)."""
 
     queued: int
     delivering: int
     failed: int
     oldest_queued_at: Optional[Micros]
+    held: int = 0
+    next_attempt_at: Optional[Micros] = None
 
 
 CHANGEABLE = ("sealed", "config", "destination_url", "timeout_seconds", "ttl_seconds",
@@ -91,10 +95,16 @@ class SourceStore:
         self._state = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             state=bindparam("state"), updated_at=bindparam("now")), d)
         self._queues = Sql(select(
-            E.source_id, E.state, func.count(), func.min(E.received_at)).where(
+            E.source_id, E.state, func.count(), func.min(E.received_at),
+            func.min(E.next_attempt_at)).where(
             E.tenant_id == bindparam("tenant_id"),
             or_(E.state == "queued", E.state == "delivering", E.state == "failed"))
             .group_by(E.source_id, E.state), d)
+        # from the tenant's open reviews (few) to their events, by the events' record_id
+        self._held = Sql(select(E.source_id, func.count()).select_from(
+            reviews.join(hook_events, E.record_id == V.record_id)).where(
+            V.tenant_id == bindparam("tenant_id"), V.state == "open",
+            V.kind == "fingerprint_mismatch").group_by(E.source_id), d)
 
     def create(self, cur: Any, **values: Any) -> Source:
         """A new source; the caller's IntegrityError when the tenant has the name already."""
@@ -124,17 +134,24 @@ class SourceStore:
         self._state.run(cur, {"sid": source.id, "state": state, "now": now})
 
     def queues(self, tenant_id: int) -> dict[int, Queue]:
-        """Each source's queue: queued, being forwarded, failed, and the oldest queued."""
+        """Each source's queue (of the sources with one): queued, being forwarded, failed,
+        the oldest queued, held, and the earliest next attempt of the queued."""
         counts: dict[int, dict] = {}
+
+        def of(source_id: int) -> dict:
+            return counts.setdefault(source_id, {"queued": 0, "delivering": 0, "failed": 0,
+                                                 "oldest": None, "held": 0, "next": None})
+        params = {"tenant_id": tenant_id}
         with self.db.connection() as cur:
-            for source_id, state, n, oldest in self._queues.all(cur, {"tenant_id": tenant_id}):
-                c = counts.setdefault(source_id, {"queued": 0, "delivering": 0, "failed": 0,
-                                                  "oldest": None})
+            for source_id, state, n, oldest, next_at in self._queues.all(cur, params):
+                c = of(source_id)
                 c[state] = n
                 if state == "queued":
-                    c["oldest"] = oldest
-        return {sid: Queue(c["queued"], c["delivering"], c["failed"], c["oldest"])
-                for sid, c in counts.items()}
+                    c["oldest"], c["next"] = oldest, next_at
+            for source_id, n in self._held.all(cur, params):
+                of(source_id)["held"] = n
+        return {sid: Queue(c["queued"], c["delivering"], c["failed"], c["oldest"], c["held"],
+                           c["next"]) for sid, c in counts.items()}
 
     def transaction(self):
         return self.db.transaction()

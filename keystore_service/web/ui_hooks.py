@@ -16,6 +16,7 @@ from typing import Optional
 from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
 
 from keystore_service import errors
+from keystore_service.storage.events import ATTEMPTS_SHOWN
 from keystore_service.web import ui_bodies
 from keystore_service.web.ui_errors import error_page
 from keystore_service.web.ui_forms import (
@@ -40,7 +41,7 @@ DONE = {"redelivered": "Redelivered: the event is queued and goes out again with
 # records being marked, which is not what happened here).
 REFUSED = {
     errors.InProgress: "The event is queued or being forwarded right now, so it cannot be "
-                       "redelivered. Wait for this attempt's outcome.",
+                       "redelivered. Wait for this forward's outcome.",
     errors.AlreadyCompleted: "The event was delivered already. To send it once more, tick "
                              "“Yes, deliver it again” beside Redeliver anyway.",
     errors.BodyDropped: "The event's body is no longer kept (it is dropped some time after "
@@ -65,7 +66,8 @@ def hooks():
     """The section's first page: the sources with their queues, the newest failures."""
     sources = _gateway().sources.overview(_tenant())
     failed, more = _gateway().deliveries.list(_tenant(), state="failed", limit=FAILED_SHOWN)
-    return render_template("ui/hooks.html", sources=sources, failed=failed, more=more)
+    return render_template("ui/hooks.html", sources=sources, failed=failed, more=more,
+                           attempts_shown=ATTEMPTS_SHOWN)
 
 
 def hook_deliveries():
@@ -77,7 +79,7 @@ def hook_deliveries():
     names = [s.name for s, _ in _gateway().sources.overview(_tenant())]
     return render_template("ui/deliveries.html", items=page, next_cursor=next_cursor,
                            source=source, state=state, states=DELIVERY_STATES, names=names,
-                           first_page=after is None)
+                           first_page=after is None, attempts_shown=ATTEMPTS_SHOWN)
 
 
 def hook_event():

@@ -136,6 +136,9 @@ def test_a_held_body_is_shown_beside_the_original(served, page, sink):
     assert send(url, "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043",
                 {**order, "total_price": "1990.00"}) == 200  # held
     sign_in(page, server, operator)
+    page.goto(server.url + "/ui/hooks")
+    row = page.locator("table.sources tbody tr").filter(has_text="shop-orders")
+    expect(row.get_by_title("Changed bodies held for review")).to_have_text("1")  # held
     page.goto(server.url + "/ui/hooks/deliveries?source=shop-orders")
     page.get_by_role("link", name="b54557e4-bdd9-4b37-8a5f-bf7d70bcd043").click()
     held = page.locator("article").filter(has=page.get_by_role("heading", name="Original"))
