@@ -88,12 +88,12 @@ class Ingest:
             self._record_new_many, lambda item: None) if group_commit and events.sqlite \
             else None
         self._received, self.tenant_name = received, tenant_name
+        self.admission = admission or Admission()
         self.cache_seconds = cache_seconds
         self._cache: dict[str, tuple[Opened, float]] = {}
         self._lock = threading.Lock()
 
     def source(self, ingest_id: str) -> Opened:
-        self.admission = admission or Admission()
         """The active source of an ingest id; NotFound otherwise. A disabled source answers
         404 from the next `cache_seconds` on in every worker (KEYSTORE_TOKEN_CACHE_SECONDS)."""
         key = ingest_hash(ingest_id)
@@ -124,6 +124,7 @@ class Ingest:
         status = "invalid_signature"
         try:
             provider.verify(inbound, opened.secrets, source.provider_options)
+            self.admission.signed(source.id)  # only a signed delivery spends the rate
             status = "invalid_request"
             challenge = provider.handshake(inbound)
             if challenge is not None:
@@ -131,10 +132,10 @@ class Ingest:
             event_id = provider.event_id(inbound, source.provider_options)
         except InvalidSignature as exc:
             self.received(source, status)
+            self.admission.bad_signature(source.id)  # 429 once its own budget is spent
             raise errors.InvalidSignature(str(exc)) from None
         except MissingEventId as exc:
             self.received(source, status)
-            self.admission.signed(source.id)  # only a signed delivery spends the rate
             raise errors.InvalidRequest(f"no event id: {exc}",
                                         details={"field": "event_id"}) from None
         fingerprint = rules.body_fingerprint(body, provider.volatile)
@@ -142,7 +143,6 @@ class Ingest:
         arrival = self._record(source, event_id, fingerprint, body, kept, now)
         self.received(source, _STATUS[arrival])
         if arrival in (Arrival.NEW, Arrival.NEW_INCARNATION):
-            self.admission.bad_signature(source.id)  # 429 once its own budget is spent
             self.wake()
             return Answer(202, {"status": "accepted", "event_id": event_id})
         return Answer(200, {"status": _STATUS[arrival], "event_id": event_id},
