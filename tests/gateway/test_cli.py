@@ -86,4 +86,5 @@ def test_both_secrets_can_come_on_stdin_one_line_each(database_url, gw_app, op, 
                 "--provider", "stripe", "--secret", "-", "--destination", sink.url,
                 "--destination-secret", "-", stdin="whsec_only_one_line\n")
     assert short.returncode != 0 and "Traceback" not in short.stderr, short.stderr
-    assert "whsec_" not in short.stderr
+    assert "destination.secret" in short.stderr and "whsec_" not in short.stderr
+    assert cli(database_url, "source", "show", "--tenant", "acme", "short").returncode != 0

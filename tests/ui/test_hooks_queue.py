@@ -113,3 +113,17 @@ def test_the_sign_in_page_names_the_command_as_installed(browser):
     browser.get("/ui/signin")
     assert ".venv/bin/keystore token create --tenant NAME --role operator --name YOUR-NAME" \
         in text(browser.html)
+
+
+def test_a_paused_sources_next_forward_is_the_end_of_its_pause(app, ana, operator, shop, sink,
+                                                               clock):
+    """An event queued while its source is paused goes out when the pause ends, not at its
+    own next_attempt_at (which is already past): the page says the later of the two."""
+    client = app.test_client()
+    sink.answer = lambda n, r: (429, {"Retry-After": "120"})
+    assert deliver(client, shop, BODY, "evt_1") == 202
+    assert pump(app) == ["retry"]  # the 429 pauses the source for 120 s
+    assert deliver(client, shop, json.dumps({"id": "evt_2"}).encode(), "evt_2") == 202
+    ana.get("/ui/hooks")
+    row = source_row(ana.html, "shop")
+    assert "2027-01-15 08:02:00 UTC in 2 min, after the pause" in row, row
