@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from keystore_service.hooks import providers
+from keystore_service.hooks.providers import standard
 from keystore_service.settings import MAX_TTL_SECONDS
 from keystore_service.web.queries import Cursor, QueryInt
 from keystore_service.web.schemas import Int, Key, Text, _Body, _Out
@@ -15,7 +16,8 @@ DAY = 86_400
 SourceName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,64}$"), Field(
     description="1-64 of a-z 0-9 _ -, unique per tenant (a disabled source keeps its name)")]
 # Header names are RFC 9110 tokens; values printable, no CR/LF (they go into a request).
-HeaderName = Annotated[str, StringConstraints(pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$")]
+HEADER_NAME = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$"
+HeaderName = Annotated[str, StringConstraints(pattern=HEADER_NAME)]
 HeaderValue = Annotated[str, StringConstraints(max_length=4096,
                                                pattern=r"^[\x20-\x7e\x80-\xff]*$")]
 Secret = Text(1, 512, writeOnly=True)
@@ -40,6 +42,24 @@ def _no_reserved(headers: dict[str, str]) -> dict[str, str]:
     return headers
 
 
+# The same rule for /openapi.json: header names are compared without case, a JSON Schema
+# pattern cannot ignore case, so each letter is a class of both ("[Hh][Oo][Ss][Tt]").
+RESERVED_PATTERN = "^(?:" + "|".join(sorted(
+    "".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in name)
+    for name in RESERVED_HEADERS)) + ")$"
+
+
+def _header_names(schema: dict) -> None:
+    """The headers' JSON schema: every name a token and not one of the gateway's own (the
+    default, patternProperties, would let any other name through with any value)."""
+    value = schema.pop("patternProperties")[HEADER_NAME]
+    schema["propertyNames"] = {"pattern": HEADER_NAME, "not": {"pattern": RESERVED_PATTERN}}
+    schema["additionalProperties"] = value
+    schema["description"] = ("Sent with every forward (the values are sealed; answers show "
+                             "the names only). Names are tokens; the gateway's own are "
+                             f"refused in any case: {', '.join(sorted(RESERVED_HEADERS))}.")
+
+
 class Signature(_Body):
     header: HeaderName
     algorithm: Literal["sha256", "sha1"] = "sha256"
@@ -49,17 +69,21 @@ class Signature(_Body):
 
 class EventIdRule(_Body):
     header: Optional[HeaderName] = None
+    # RFC 6901 pointers without control characters, none twice (generic.validate_config).
     json_: Optional[Annotated[list[Annotated[str, StringConstraints(
-        max_length=256, pattern=r"^(/([^~/]|~[01])*)+$")]], Field(min_length=1, max_length=8)]] = \
+        max_length=256, pattern=r"^(/([^~/\u0000-\u001f\u007f-\u009f]|~[01])*)+$")]],
+        Field(min_length=1, max_length=8, json_schema_extra={"uniqueItems": True})]] = \
         Field(None, alias="json")
 
 
 class Destination(_Body):
     url: Annotated[str, StringConstraints(min_length=1, max_length=2048)]
-    headers: Annotated[dict[HeaderName, HeaderValue], Field(max_length=32),
+    headers: Annotated[dict[HeaderName, HeaderValue],
+                       Field(max_length=32, json_schema_extra=_header_names),
                        AfterValidator(_no_reserved)] = Field(default_factory=dict)
-    secret: Optional[Secret] = Field(None, description="whsec_ + base64 of 24-64 bytes: "
-                                                       "forwards are signed (Standard Webhooks)")
+    secret: Optional[Text(1, 512, writeOnly=True, pattern=standard.SECRET_PATTERN)] = Field(
+        None, description="whsec_ + base64 of 24-64 bytes: forwards are signed (Standard "
+                          "Webhooks)")
     timeout_seconds: Int(1, 60) = 10
     retry_statuses: Annotated[list[Int(400, 499)], Field(max_length=20)] = Field(
         default_factory=list, description="4xx answers to retry too (e.g. [404] for an n8n "

@@ -7,7 +7,7 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from keystore_service.web import hook_schemas as hs
-from keystore_service.web import schemas
+from keystore_service.web import schemas, source_schemas
 
 REF = "#/components/schemas/{model}"
 _ERRORS = {"400": "invalid_request", "401": "unauthorized",
@@ -145,10 +145,12 @@ def document() -> dict:
         "/readyz": _plain("The database answers"),
     }
     _name_and_link(paths)
+    components = defs.get("$defs", {})
+    source_schemas.per_provider(components)
     return {"openapi": "3.1.0",
             "info": {"title": "Idempotency Key Store", "version": "1"},
             "paths": paths,
-            "components": {"schemas": defs.get("$defs", {}),
+            "components": {"schemas": components,
                            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
             "security": [{"bearer": []}]}
 
@@ -184,6 +186,10 @@ def _gateway() -> dict:
                       "responses": {**one, **_errors("413")}},
             "delete": {"summary": "Disable a source: its ingest URL answers 404",
                        "parameters": name, "responses": one}},
+        "/v1/sources/{name}/resume": {"post": {
+            "summary": "End the source's pause (a destination's Retry-After): its waiting "
+                       "events are due at once (operator)",
+            "parameters": name, "responses": one}},
         "/v1/deliveries": {"get": {
             "summary": "Deliveries of the tenant's sources, newest first (operator)",
             "parameters": _query(hs.DeliveriesQuery),
@@ -221,6 +227,7 @@ OPERATION_IDS = {("/v1/claim", "post"): "claim", ("/v1/claim/batch", "post"): "c
                  ("/v1/sources/{name}", "get"): "showSource",
                  ("/v1/sources/{name}", "patch"): "changeSource",
                  ("/v1/sources/{name}", "delete"): "disableSource",
+                 ("/v1/sources/{name}/resume", "post"): "resumeSource",
                  ("/v1/deliveries", "get"): "listDeliveries",
                  ("/v1/deliveries/redeliver", "post"): "redeliver",
                  ("/hooks/{ingest_id}", "post"): "ingest",

@@ -216,13 +216,20 @@ class ExpireRequest(RecordRef):
 
 
 class ResolveRequest(RecordRef):
-    # A result belongs to mark_succeeded or mark_failed only (said here for /openapi.json).
-    model_config = ConfigDict(json_schema_extra={
-        "if": {"properties": {"action": {"enum": ["release", "dismiss", "redeliver"]}},
-               "required": ["action"]},
-        "then": {"properties": {"result": {"type": "null"}}}})
+    # Said here for /openapi.json (the API checks them): a result belongs to mark_succeeded or
+    # mark_failed only; redeliver is for the gateway's records (hook: scopes), and release is
+    # not (it would let a provider's resend in again).
+    model_config = ConfigDict(json_schema_extra={"allOf": [
+        {"if": {"properties": {"action": {"enum": ["release", "dismiss", "redeliver"]}},
+                "required": ["action"]},
+         "then": {"properties": {"result": {"type": "null"}}}},
+        {"if": {"properties": {"action": {"const": "redeliver"}}, "required": ["action"]},
+         "then": {"properties": {"scope": {"pattern": "^hook:"}}}},
+        {"if": {"properties": {"scope": {"pattern": "^hook:"}}, "required": ["scope"]},
+         "then": {"properties": {"action": {"not": {"const": "release"}}}}}]})
 
-    action: Literal["mark_succeeded", "mark_failed", "release", "dismiss", "redeliver"]
+    action: Literal["mark_succeeded", "mark_failed", "release", "dismiss", "redeliver"] = Field(
+        description="redeliver only on a hook: scope; release on any other scope.")
     review_id: Optional[Int(1, 2**63 - 1)] = None
     result: Optional[ResultIn] = Field(None, description="With mark_succeeded or mark_failed.")
 

@@ -58,12 +58,6 @@ def operations(app) -> list:
 SPEC = document()
 
 
-def _semantic(details: dict) -> bool:
-    fields = [str(details.get("field", ""))] + [str(e.get("field", ""))
-                                                 for e in details.get("errors", [])]
-    return any(set(f.split(".")) & set(SEMANTIC) for f in fields if f)
-
-
 def truly_valid(case) -> bool:
     """The generated body really conforms to the published request schema. Schemathesis's
     positive mode sometimes breaks a `pattern` inside `anyOf` beside a `not` (a fingerprint
@@ -97,14 +91,36 @@ def test_every_operation_is_fuzzed(fuzz_app):
 
 # Every operation of the document gets one run of the test below.
 OPERATIONS = sum(len(ops) for ops in document()["paths"].values())
-# Refusals the schema cannot foresee, by field: a version of the other kind than the stored
-# record's, a page cursor of the right shape never given out, and what a webhook source is
-# checked against beyond its shape (a provider's secret format, a destination's address, a
-# taken name, a TTL shorter than the forwarding window plus a day, a generic source's rules),
-# a proposed lease token that is a constant (lt_000...: not random, which a pattern cannot
-# say), and a resolution that does not fit the record (redeliver outside hook: scopes).
-SEMANTIC = ("cursor", "name", "secrets", "destination", "ttl_seconds", "event_id",
-            "signature", "lease_token", "action")
+# Refusals no schema can foresee, by operation and field (a field, or one inside it): what
+# depends on stored state or on a value's randomness or on arithmetic between two fields,
+# each said in its field's description in /openapi.json. Everything else a schema-valid
+# request can be refused for is in the schema (issue 25, item 12: a provider's secrets, a
+# destination's header names, redeliver outside hook: scopes were not).
+# A proposed lease token that is a constant (lt_000...: not random, which a pattern cannot say)
+_PROPOSED = ("lease_token", "items.lease_token")
+SEMANTIC = {
+    "/v1/claim": _PROPOSED, "/v1/claim/batch": _PROPOSED,
+    # a page cursor of the right shape that the service never gave out
+    "/v1/reviews": ("cursor",), "/v1/deliveries": ("cursor",),
+    # a taken name; a destination URL refused by the address rules (hooks/destinations.py:
+    # what a name resolves to, and the URL shape they check first, not yet in the schema);
+    # a TTL shorter than retry_window_seconds plus a day (two fields compared)
+    "POST /v1/sources": ("name", "destination.url", "ttl_seconds"),
+    # the same, and the stored source's provider rules (secrets, generic options)
+    "PATCH /v1/sources/{name}": ("destination.url", "ttl_seconds", "secrets", "signature",
+                                 "event_id"),
+}
+
+
+def _semantic(case, details: dict) -> bool:
+    """The 400 is one of SEMANTIC's for this operation."""
+    op = case.operation
+    allowed = SEMANTIC.get(f"{op.method.upper()} {op.path}", SEMANTIC.get(op.path, ()))
+    fields = [str(details.get("field", ""))] + [str(e.get("field", ""))
+                                                 for e in details.get("errors", [])]
+    # "items.3.lease_token" is items.lease_token; "secrets.0" is inside secrets
+    fields = [".".join(p for p in f.split(".") if not p.isdigit()) for f in fields if f]
+    return any(f == a or f.startswith(a + ".") for f in fields for a in allowed)
 
 
 @pytest.mark.parametrize("index", range(OPERATIONS))
@@ -131,7 +147,7 @@ def test_the_api_holds_its_contract_under_fuzzing(fuzz_app, index):
             details = response.json()["error"]["details"]
             field = str(details.get("field", ""))
             assert (field == "version" and "stored_kind" in details) or \
-                _semantic(details), f"a schema-valid request was refused: {details}"
+                _semantic(case, details), f"a schema-valid request was refused: {details}"
         assert response.status_code < 500
         if response.status_code in REFUSED:
             counted["refused"] += 1

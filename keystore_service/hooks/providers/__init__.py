@@ -99,6 +99,14 @@ def plain_secret(secret: str) -> None:
         raise BadSecret("the secret contains control characters")
 
 
+# plain_secret's rule as a regular expression (published in /openapi.json for each provider
+# that uses it; tests/unit/test_source_schemas.py checks that they agree): no control
+# characters (CONTROL: the Cc ones, a regex class body), and neither end whitespace. The
+# length is the API's (1-512).
+CONTROL = "\\u0000-\\u001f\\u007f-\\u009f"
+PLAIN_SECRET_PATTERN = f"^[^\\s{CONTROL}](?:[^{CONTROL}]*[^\\s{CONTROL}])?$"
+
+
 def no_options(config: Mapping[str, Any]) -> None:
     """The config rule of every provider but `generic`: no options."""
     if config:
@@ -115,6 +123,8 @@ class Provider:
     - `handshake(inbound) -> dict | None`: a body to answer 200 with, storing nothing
       (Slack's url_verification), after `verify` passed; None for an ordinary delivery.
     - `check_secret(secret)`: raises BadSecret for a secret this provider cannot use.
+    - `secret_pattern`: the same rule as a regular expression (Python and ECMA alike), for
+      /openapi.json: a secret matches it exactly when check_secret takes it.
     - `needs_secret(config) -> bool`: whether a source with this config must have secrets
       (False only for `generic` without a signature: it then takes none).
     - `validate_config(config)`: raises ValueError (its message is for the operator) for
@@ -125,6 +135,7 @@ class Provider:
     verify: Callable[[Inbound, Sequence[str], Mapping[str, Any]], None]
     event_id: Callable[[Inbound, Mapping[str, Any]], str]
     check_secret: Callable[[str], None] = plain_secret
+    secret_pattern: str = PLAIN_SECRET_PATTERN
     handshake: Callable[[Inbound], Optional[dict]] = lambda inbound: None
     needs_secret: Callable[[Mapping[str, Any]], bool] = lambda config: True
     validate_config: Callable[[Mapping[str, Any]], None] = no_options

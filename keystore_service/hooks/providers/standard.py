@@ -34,6 +34,12 @@ from . import (
 PREFIX = "whsec_"
 # The spec: "Random. At least 24 bytes (192 bits, 512 maximum)" for symmetric secrets.
 MIN_SECRET_BYTES, MAX_SECRET_BYTES = 24, 64
+# secret_key's rule as a pattern: whsec_ and the canonical base64 (padding optional, also
+# in part) of 24-64 bytes: 3k bytes are k groups of 4; 3k+1 end in a group "xQ" whose second
+# character has its low 4 bits zero; 3k+2 end in "xxE" whose third has its low 2 bits zero.
+_B64 = "[A-Za-z0-9+/]"
+SECRET_PATTERN = (f"^whsec_(?:(?:{_B64}{{4}}){{8,21}}(?:{_B64}[AQgw](?:==?)?)?"
+                  f"|(?:{_B64}{{4}}){{8,20}}{_B64}{{2}}[AEIMQUYcgkosw048]=?)$")
 SPELLINGS = ("webhook-", "svix-")  # Svix's own libraries read both; webhook- wins
 
 
@@ -130,6 +136,7 @@ PROVIDER = Provider(
     verify=verify,
     event_id=event_id,
     check_secret=check_secret,
+    secret_pattern=SECRET_PATTERN,
     # The spec's example schedule ends 75 h 35 min 5 s after the first attempt (Svix's own
     # ends after 27 h 35 min 5 s); the longer one, since any sender may follow it.
     retry_window_seconds=75 * 3600 + 35 * 60 + 5,

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from . import (
+    CONTROL,
     BadSecret,
     Inbound,
     InvalidSignature,
@@ -30,6 +31,9 @@ from . import (
 )
 
 HEADER = "Stripe-Signature"
+# check_secret as a pattern: a plain secret (see PLAIN_SECRET_PATTERN) that starts with
+# whsec_ and has more after it.
+SECRET_PATTERN = f"^whsec_[^{CONTROL}]*[^\\s{CONTROL}]$"
 
 
 def check_secret(secret: str) -> None:
@@ -80,6 +84,7 @@ PROVIDER = Provider(
     verify=verify,
     event_id=event_id,
     check_secret=check_secret,
+    secret_pattern=SECRET_PATTERN,
     # Live mode: automatic retries with exponential backoff "for up to three days" (a
     # sandbox retries three times over a few hours).
     retry_window_seconds=3 * 24 * 3600,
