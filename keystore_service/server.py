@@ -19,11 +19,11 @@ from typing import Any
 from gunicorn.app.base import BaseApplication
 from gunicorn.http import errors as http_errors
 from gunicorn.util import write_nonblock
-from gunicorn.workers.gthread import ThreadWorker
 
 from keystore_service import errors, logs
 from keystore_service.service.claims import system_clock
 from keystore_service.settings import Settings, load
+from keystore_service.slow_clients import DeadlineWorker
 from keystore_service.storage import migrate
 from keystore_service.storage.accounts import Accounts
 from keystore_service.storage.db import Database, create
@@ -40,10 +40,16 @@ THREADS = 16
 # in flight at a stop get to finish (claims take milliseconds), inside the 30 s that
 # orchestrators commonly allow; keepalive 5: a client's next call of a burst reuses its
 # connection.
+# Connections one worker holds at once (pending heads, kept-alive, in its threads; past it the
+# worker stops accepting and the kernel's backlog holds the rest): gunicorn's default, kept so
+# that a worker's descriptors (these + slow_clients.FD_RESERVE) fit a per-process `ulimit -n`
+# of 1,256; with 2 workers, 1,000 slow connections leave room for everyone else (issue 25).
+WORKER_CONNECTIONS = 1000
 WORKER_CLASS = "keystore_service.server.EnvelopeWorker"  # gthread, refusals as JSON (below)
 OPTIONS: dict[str, Any] = {
     "worker_class": WORKER_CLASS, "threads": THREADS, "preload_app": False, "timeout": 60,
     "graceful_timeout": 20, "keepalive": 5, "accesslog": None, "errorlog": "-",
+    "worker_connections": WORKER_CONNECTIONS,
     "proc_name": "keystore", "pre_request": logs.pre_request,  # no whole ingest id logged
 }
 
@@ -188,11 +194,18 @@ def on_starting(_server: Any) -> None:
         raise SystemExit(f"keystore: {exc}") from None
 
 
-class EnvelopeWorker(ThreadWorker):
-    """gunicorn's gthread worker, whose own refusals (a request line or headers too large, a
-    malformed request) answer in the contract's error envelope instead of an HTML page, and
-    are logged by the error's class alone: gunicorn's text quotes the request (issue 13,
-    item 15)."""
+class EnvelopeWorker(DeadlineWorker):
+    """gunicorn's gthread worker with deadlines for slow clients (slow_clients.py, from
+    KEYSTORE_HEADER_TIMEOUT_SECONDS and KEYSTORE_BODY_TIMEOUT_SECONDS), whose own refusals (a
+    request line or headers too large, a malformed request) answer in the contract's error
+    envelope instead of an HTML page, and are logged by the error's class alone: gunicorn's
+    text quotes the request (issue 13, item 15)."""
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        settings = load()
+        self.header_timeout = settings.header_timeout_seconds
+        self.body_timeout = settings.body_timeout_seconds
 
     def handle_error(self, req: Any, client: Any, addr: Any, exc: BaseException) -> None:
         error = _refusal(exc)

@@ -102,6 +102,15 @@ class Settings(BaseSettings):
     # deliveries spend (issue 25, item 5); a sender with a wrong secret needs few 401s to
     # show it, and junk gets no more than this.
     hook_bad_signature_per_second: float = Field(10, ge=0, le=1_000_000)
+    # Slow clients (issue 25, item 10): a request's line and headers must arrive within
+    # header_timeout_seconds (of a new connection, or of the first byte of a kept-alive one's
+    # next request), its body within body_timeout_seconds after that; slower connections
+    # are closed (slow_clients.py). 10 s: the contract's; an honest client sends a head (a
+    # few KiB) in milliseconds. 30 s: the largest body taken (max_body_bytes, 1 MiB by
+    # default) takes ~17 s over a slow 0.5 Mbit/s uplink, and a worker thread that a
+    # trickled body holds is free again after at most this long.
+    header_timeout_seconds: float = Field(10, gt=0, le=600)
+    body_timeout_seconds: float = Field(30, gt=0, le=3600)
     # Benchmarks only: POST /bench/noop parses a JSON body and answers, through the same app
     # and server configuration, as the ceiling a claim is measured against (docs/benchmarks.md).
     bench_noop: bool = False
