@@ -113,8 +113,8 @@ class Forwarding:
         if event.body is None:
             return Result(None, "the body is no longer kept", "", None, 0)
         route = self.route(source)
-        signature = standard.sign(route.secret, event.event_id, self.clock() // SECOND,
-                                  event.body) if route.secret else None
+        signature = standard.sign(route.secret, rules.header_id(event.event_id),
+                                  self.clock() // SECOND, event.body) if route.secret else None
         headers = rules.forward_headers(json.loads(event.headers), route.headers,
                                         event.event_id, event.attempts, signature)
         try:

@@ -145,11 +145,27 @@ def kept_headers(pairs: Iterable[tuple[str, str]]) -> list[list[str]]:
     return [[k, v] for k, v in pairs if k.lower() not in drop]
 
 
+def header_id(event_id: str) -> str:
+    """An event id as the forward's Idempotency-Key and webhook-id carry it: every byte of
+    its UTF-8 outside printable ASCII, and `%`, percent-encoded (`%XX`, upper case), so any
+    id fits a header (urllib3 sent them as Latin-1: `東京|48` could never be forwarded, issue
+    25 item 7) and none can break one (CR, LF and every control character are encoded). The
+    space is encoded too: a header's value loses its leading and trailing spaces, and two
+    ids must never arrive as one. Decoding it once (decodeURIComponent, urllib.parse.unquote)
+    gives the id back as recorded."""
+    if all("!" <= ch <= "~" and ch != "%" for ch in event_id):
+        return event_id  # the usual case: evt_1QhN..., a GitHub delivery's UUID
+    return "".join(ch if "!" <= ch <= "~" and ch != "%" else "".join(
+        f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass")) for ch in event_id)
+
+
 def forward_headers(provider: list[list[str]], configured: dict[str, str], event_id: str,
                     attempt: int, signature: Optional[dict[str, str]]) -> dict[str, str]:
     """Headers in the contract's precedence, later winning: the provider's own, the
-    destination's configured ones, the gateway's (Idempotency-Key, Keystore-Attempt, and the
-    Standard Webhooks signature when the destination has a secret)."""
+    destination's configured ones, the gateway's (Idempotency-Key: the event id as
+    header_id() gives it, Keystore-Attempt, and the Standard Webhooks signature when the
+    destination has a secret: its webhook-id must be header_id() of the id too, and signed
+    as such)."""
     out: dict[str, str] = {}
     names: dict[str, str] = {}
 
@@ -163,7 +179,7 @@ def forward_headers(provider: list[list[str]], configured: dict[str, str], event
         put(name, value)
     for name, value in configured.items():
         put(name, value)
-    put("Idempotency-Key", event_id)
+    put("Idempotency-Key", header_id(event_id))
     put("Keystore-Attempt", str(attempt))
     for name, value in (signature or {}).items():
         put(name, value)
