@@ -14,7 +14,8 @@ from keystore_service.web.schemas import Int, Key, Text, _Body, _Out
 
 DAY = 86_400
 SourceName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,64}$"), Field(
-    description="1-64 of a-z 0-9 _ -, unique per tenant (a disabled source keeps its name)")]
+    description="1-64 of a-z 0-9 _ -, unique per tenant (a disabled source keeps its name): "
+                "a name the tenant has already is refused with 400")]
 # Header names are RFC 9110 tokens; values printable, no CR/LF (they go into a request).
 HEADER_NAME = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,128}$"
 HeaderName = Annotated[str, StringConstraints(pattern=HEADER_NAME)]
@@ -77,7 +78,10 @@ class EventIdRule(_Body):
 
 
 class Destination(_Body):
-    url: Annotated[str, StringConstraints(min_length=1, max_length=2048)]
+    url: Annotated[str, StringConstraints(min_length=1, max_length=2048)] = Field(description=(
+        "http:// or https:// with a host and no credentials. Refused with 400 when the "
+        "address rules refuse it (docs/webhooks.md): where a name leads is known only by "
+        "resolving it, which no schema can do"))
     headers: Annotated[dict[HeaderName, HeaderValue],
                        Field(max_length=32, json_schema_extra=_header_names),
                        AfterValidator(_no_reserved)] = Field(default_factory=dict)
@@ -97,6 +101,11 @@ MAX_PAUSE = ("A 429 or 503 with Retry-After pauses the source's forwarding for a
              "long (1 s to a day): a longer Retry-After is cut to it")
 
 
+TTL = ("At least retry_window_seconds plus a day (86,400), else 400: a schema cannot compare "
+       "two fields. Default: the provider's retry window or retry_window_seconds, whichever is "
+       "longer, plus a day")
+
+
 class SourceCreate(_Body):
     name: SourceName
     provider: Provider
@@ -104,21 +113,29 @@ class SourceCreate(_Body):
     signature: Optional[Signature] = None
     event_id: Optional[EventIdRule] = None
     destination: Destination
-    ttl_seconds: Optional[Int(1, MAX_TTL_SECONDS)] = None
+    ttl_seconds: Optional[Int(1, MAX_TTL_SECONDS)] = Field(None, description=TTL)
     retry_window_seconds: Int(60, 30 * DAY) = 3 * DAY
     max_in_flight: Int(1, 256) = 4
     keep_body_seconds: Int(0, 90 * DAY) = 7 * DAY
     max_pause_seconds: Int(1, DAY) = Field(3600, description=MAX_PAUSE)
 
 
+# PATCH names a stored source: its provider's rules (SourceCreate_<provider>) apply, which
+# the schema of this request cannot know.
+BY_PROVIDER = ("Checked against the source's provider, as in its SourceCreate_<provider> "
+               "schema; 400 if that provider's rules refuse it")
+
+
 class SourceChange(_Body):
     """PATCH: what is given changes; the name and provider do not."""
 
-    secrets: Optional[Annotated[list[Secret], Field(min_length=1, max_length=2)]] = None
-    signature: Optional[Signature] = None
-    event_id: Optional[EventIdRule] = None
+    secrets: Optional[Annotated[list[Secret], Field(min_length=1, max_length=2)]] = Field(
+        None, description=BY_PROVIDER)
+    signature: Optional[Signature] = Field(None, description=BY_PROVIDER)
+    event_id: Optional[EventIdRule] = Field(None, description=BY_PROVIDER)
     destination: Optional[Destination] = None
-    ttl_seconds: Optional[Int(1, MAX_TTL_SECONDS)] = None
+    ttl_seconds: Optional[Int(1, MAX_TTL_SECONDS)] = Field(None, description=(
+        "At least the retry window (given or stored) plus a day, else 400"))
     retry_window_seconds: Optional[Int(60, 30 * DAY)] = None
     max_in_flight: Optional[Int(1, 256)] = None
     keep_body_seconds: Optional[Int(0, 90 * DAY)] = None

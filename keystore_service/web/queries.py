@@ -34,7 +34,9 @@ CURSOR_PATTERN = "^[A-Za-z0-9_-]+$"
 CURSOR_MIN, CURSOR_MAX = 8, 56  # "[0, 0]": 6 bytes; two 19-digit numbers: 42 bytes
 Cursor = Annotated[str, StringConstraints(min_length=CURSOR_MIN, max_length=CURSOR_MAX,
                                           pattern=CURSOR_PATTERN),
-                   Field(description="The next_cursor of the previous page, as it was given.")]
+                   Field(description="The next_cursor of the previous page, as it was given. "
+                                     "Another string of this shape is refused with 400: "
+                                     "which ones the service gave out, no schema can say.")]
 
 # Report days. The first is the epoch the clock counts from (no record is older); the last is
 # the day before 9999-12-31, whose end (the next midnight) is not a date Python can hold. The

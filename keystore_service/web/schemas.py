@@ -121,7 +121,9 @@ ProposedToken = Annotated[str, StringConstraints(pattern=r"^lt_[A-Za-z0-9_-]{22,
                           AfterValidator(_not_weak), Field(description=(
                               "A lease token the client made: lt_ and 22-64 of A-Z a-z 0-9 _ -"
                               ", at least 128 random bits. Repeating the claim with it resumes"
-                              " the attempt it acquired (its answer was lost)."))]
+                              " the attempt it acquired (its answer was lost). A constant "
+                              "(fewer than 8 distinct characters after lt_, as lt_000...) is "
+                              "refused with 400: no schema can say 'random'."))]
 TtlSeconds = Int(1, MAX_TTL_SECONDS)
 LeaseSeconds = Int(1, MAX_LEASE_SECONDS)
 
