@@ -11,7 +11,7 @@ from datetime import datetime
 import pytest
 
 from .hooks_support import BODY, create_source, deliver, delivery, hooks_settings, pump, sink
-from .test_hooks import CHANGED, ana, shop, text
+from .test_hooks import ana, shop, text
 
 __all__ = ["ana", "shop", "sink"]
 
