@@ -207,11 +207,15 @@ def test_a_keep_alive_client_and_a_large_fast_body_are_served(slow_server):
     assert r.status_code == 201, r.text[:300]
 
 
-def _exchange(port: int, data: bytes, seconds: float = 5) -> tuple[bytes, float]:
-    """Send `data`, read until the server closes or `seconds` pass: (answer, time taken)."""
+def _exchange(port: int, data: bytes, seconds: float = 5,
+              half_close: bool = False) -> tuple[bytes, float]:
+    """Send `data` (then end the sending side with `half_close`), read until the server
+    closes or `seconds` pass: (answer, time taken)."""
     with socket.create_connection(("127.0.0.1", port), timeout=seconds) as c:
         t0, answer = time.monotonic(), b""
         c.sendall(data)
+        if half_close:
+            c.shutdown(socket.SHUT_WR)
         while time.monotonic() - t0 < seconds:
             try:
                 part = c.recv(65536)
@@ -230,9 +234,14 @@ def _exchange(port: int, data: bytes, seconds: float = 5) -> tuple[bytes, float]
     (b"GET /healthz HTTP/1.1\nHost: x\n\n", b"400"),  # bare LF
     (b"\r\nGET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", b"200"),
     (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", b"400"),  # HTTP/2 prior knowledge: not spoken
+    (b"POST /v1/claim HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+     b"zz\r\n{}\r\n0\r\n\r\n", b"400"),  # a malformed chunk size, read by the app
+    (b"POST /v1/claim HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+     b"Connection: close\r\n\r\n5\r\n{}", b"400"),  # cut short: the client half-closes
 ])
 def test_heads_the_poller_hands_on_are_answered_as_before(slow_server, data, status):
-    answer, took = _exchange(slow_server.port, data, seconds=HEADER_SECONDS - 2)
+    answer, took = _exchange(slow_server.port, data, seconds=HEADER_SECONDS - 2,
+                             half_close=data.endswith(b"{}"))
     assert answer.startswith(b"HTTP/1.1 " + status), answer[:300]
     assert took < HEADER_SECONDS - 2  # answered and closed, or answered at once
     if status == b"200" and data.count(b"GET") == 3:
