@@ -197,7 +197,8 @@ def _error_handlers(app: Flask) -> None:
     @app.errorhandler(errors.KeystoreError)
     def _keystore_error(exc: errors.KeystoreError):
         if isinstance(exc, errors.Unavailable):
-            app.extensions["keystore"].metrics.database_error()
+            if getattr(exc, "from_database", True):  # not a source's keys (sealing.py)
+                app.extensions["keystore"].metrics.database_error()
             review_of = None  # the database is why we are here: do not ask it again
         else:
             review_of = app.extensions["keystore"].service.open_review

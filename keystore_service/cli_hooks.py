@@ -108,7 +108,8 @@ def register(main: click.Group, keystore, database, say) -> None:
         ks = keystore()
         for s in ks.gateway.sources.all(_tenant(ks, tenant_name)):
             q = s.queue
-            click.echo(f"{s.source.name}\t{s.source.provider}\t{s.source.state}\t"
+            state = s.source.state if s.health == "ok" else f"{s.source.state},{s.health}"
+            click.echo(f"{s.source.name}\t{s.source.provider}\t{state}\t"
                        f"queued={q.queued} delivering={q.delivering} failed={q.failed}\t"
                        f"{s.source.destination_url}")
 
@@ -171,6 +172,7 @@ def register(main: click.Group, keystore, database, say) -> None:
                   help="Seconds between progress lines on stderr (0: none).")
     def relay(concurrency: Optional[int], progress: float) -> None:
         ks = keystore()
+        _run(ks.gateway.sealer.agree)  # keys that cannot open the database's: no start
         settings = ks.settings
         if concurrency:
             settings = settings.model_copy(update={"relay_concurrency": concurrency})
@@ -231,6 +233,7 @@ def _run(call):
 def _shown_json(s) -> dict:
     src = s.source
     return {"name": src.name, "provider": src.provider, "state": src.state,
+            "health": s.health,
             "destination": {"url": src.destination_url, "header_names": s.header_names,
                             "has_secret": s.has_destination_secret,
                             "retry_statuses": src.options.get("forward", {}).get(

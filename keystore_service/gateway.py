@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Optional
 
 from sqlalchemy.engine import make_url
 
+from keystore_service import sealing_keys
 from keystore_service.hooks.admission import Admission
 from keystore_service.hooks.deliveries import Deliveries
 from keystore_service.hooks.forwarding import Forwarding
@@ -19,7 +18,7 @@ from keystore_service.hooks.ingest import Ingest
 from keystore_service.hooks.relay import Relay
 from keystore_service.hooks.sources import Sources
 from keystore_service.service.claims import Clock
-from keystore_service.service.sealing import Sealer, keys_from
+from keystore_service.service.sealing import Sealer
 from keystore_service.settings import Settings
 from keystore_service.storage.accounts import Accounts
 from keystore_service.storage.db import Database, normalise_url
@@ -52,8 +51,7 @@ class Gateway:
 
 def build(settings: Settings, database: Database, records: RecordStore, reviews: ReviewStore,
           accounts: Accounts, clock: Clock, observed: Any) -> Gateway:
-    sealer = Sealer(keys_from(settings.secret_key.get_secret_value()
-                              if settings.secret_key else None, _key_file(settings)))
+    sealer = sealing_keys.sealer_for(settings, database, clock)
     sources, events = SourceStore(database), HookStore(database)
     gateway: Gateway
     tenant_name = functools.lru_cache(maxsize=4096)(accounts.tenant_name)
@@ -71,45 +69,6 @@ def build(settings: Settings, database: Database, records: RecordStore, reviews:
     gateway = Gateway(sealer, Sources(sources, sealer, clock, settings.hook_allow_link_local),
                       ingest, deliveries, forwarding)
     return gateway
-
-
-def _key_file(settings: Settings) -> Optional[str]:
-    """The key file's text: KEYSTORE_SECRET_KEY_FILE, else (SQLite, no key set) the key
-    beside the database, made on first use (mode 600; O_EXCL, so processes starting at once
-    agree on one key)."""
-    if settings.secret_key:
-        return None
-    path = Path(settings.secret_key_file) if settings.secret_key_file else \
-        default_key_file(settings.database_url)
-    if path is None:
-        return None
-    if not settings.secret_key_file and not path.exists():
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass
-        except OSError:
-            return None  # a read-only directory: sources need KEYSTORE_SECRET_KEY then
-        else:
-            with os.fdopen(fd, "w") as f:
-                f.write(Sealer.new_key() + "\n")
-            log.info("made the key that seals webhook sources' secrets: %s (back it up with "
-                     "the database, keep it out of database dumps)", path)
-    try:
-        return path.read_text()
-    except OSError as exc:
-        raise SystemExit(f"keystore: cannot read the secret key file {path} "
-                         f"({exc.strerror})") from None
-
-
-def default_key_file(database_url: str) -> Optional[Path]:
-    """Where `keystore serve` keeps a key of its own for an SQLite store with none
-    configured: beside the database file (back it up with the database; keep it apart from
-    dumps). None for PostgreSQL: several instances must share one key, so it is set."""
-    url = make_url(normalise_url(database_url))
-    if url.get_backend_name() != "sqlite" or not url.database or url.database == ":memory:":
-        return None
-    return Path(url.database).expanduser().resolve().with_suffix(".key")
 
 
 def _plain(url: str) -> str:

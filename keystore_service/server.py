@@ -20,7 +20,7 @@ from gunicorn.app.base import BaseApplication
 from gunicorn.http import errors as http_errors
 from gunicorn.util import write_nonblock
 
-from keystore_service import errors, logs
+from keystore_service import errors, logs, sealing_keys
 from keystore_service.service.claims import system_clock
 from keystore_service.settings import Settings, load
 from keystore_service.slow_clients import DeadlineWorker
@@ -81,6 +81,7 @@ def prepare_database(settings: Settings) -> str:
         say("\nFirst start: created tenant 'default' and this operator token. It is shown "
             "once; only its hash is stored:\n")
         print(f"    {token}\n", flush=True)
+    sealing_keys.check_keys(settings)  # keys that cannot open the database's: no start
     return done.after
 
 

@@ -73,7 +73,7 @@ def truncate_pg(url: str) -> None:
         conn.execute("TRUNCATE attempts, reviews, resolutions, records, tokens, tenants, "
                      "job_locks, rate_limits, report_counts, lease_expiries, hook_attempts, "
                      "hook_events, hook_sources, ui_sessions, late_traces, late_repeats, "
-                     "kept_payloads "
+                     "kept_payloads, sealing_check "
                      "RESTART IDENTITY CASCADE")
 
 

@@ -29,6 +29,9 @@ from keystore_service.storage.reviews import ReviewStore
 from keystore_service.storage.sources import Source, SourceStore
 
 log = logging.getLogger("keystore.relay")
+# The error of a forward of a source no configured key opens (its last_error, on the page).
+BROKEN = ("the source's secrets cannot be opened: KEYSTORE_SECRET_KEY lacks the key that "
+          "sealed them")
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +59,7 @@ class Route:
     secret: Optional[str]  # the destination's signing secret
     headers: dict[str, str]  # the destination's configured headers
     forward: dict  # the forwarding options: delivered_header, retry_statuses
+    broken: bool = False  # no configured key opens the source's secrets (issue 25)
 
 
 class Forwarding:
@@ -95,7 +99,10 @@ class Forwarding:
         if found is None:
             if len(self._routes) >= 1_000:  # bounds memory with many sources
                 self._routes.clear()
-            sealed = self.sealer.open(source.sealed)
+            try:
+                sealed = self.sealer.open(source.sealed)
+            except ValueError:  # a key since removed: its forwards fail and are retried
+                return Route(None, {}, source.options.get("forward", {}), broken=True)
             found = self._routes[key] = Route(sealed.get("destination_secret"),
                                               sealed.get("headers") or {},
                                               source.options.get("forward", {}))
@@ -113,6 +120,8 @@ class Forwarding:
         if event.body is None:
             return Result(None, "the body is no longer kept", "", None, 0)
         route = self.route(source)
+        if route.broken:  # retried: the key may be put back within the retry window
+            return Result(None, BROKEN, "", None, 0)
         signature = standard.sign(route.secret, rules.header_id(event.event_id),
                                   self.clock() // SECOND, event.body) if route.secret else None
         headers = rules.forward_headers(json.loads(event.headers), route.headers,

@@ -36,7 +36,7 @@ from keystore_service.hooks.notify import Notifier
 from keystore_service.hooks.providers import Headers, Inbound, InvalidSignature, MissingEventId
 from keystore_service.hooks.rules import Arrival
 from keystore_service.service.grouping import Groups
-from keystore_service.service.sealing import Sealer
+from keystore_service.service.sealing import Sealer, SourceBroken
 from keystore_service.storage.accounts import hash_token
 from keystore_service.storage.events import HookStore
 from keystore_service.storage.records import RecordStore, new_record_values
@@ -44,6 +44,10 @@ from keystore_service.storage.reviews import ReviewStore
 from keystore_service.storage.sources import Source, SourceStore
 
 log = logging.getLogger("keystore.ingest")
+# What a provider hears from a source no configured key opens: 503, so it resends later (the
+# operator's page and GET /v1/sources say "broken", and what to fix).
+BROKEN = ("this webhook source cannot take deliveries now: the key store cannot open its "
+          "secrets (its operators see it as broken); resend later")
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,8 +98,9 @@ class Ingest:
         self._lock = threading.Lock()
 
     def source(self, ingest_id: str) -> Opened:
-        """The active source of an ingest id; NotFound otherwise. A disabled source answers
-        404 from the next `cache_seconds` on in every worker (KEYSTORE_TOKEN_CACHE_SECONDS)."""
+        """The active source of an ingest id; NotFound otherwise, SourceBroken (503) when no
+        configured key opens its secrets. A disabled source answers 404 from the next
+        `cache_seconds` on in every worker (KEYSTORE_TOKEN_CACHE_SECONDS)."""
         key = ingest_hash(ingest_id)
         hit = self._cache.get(key)
         if hit is not None and hit[1] > time.monotonic():
@@ -103,7 +108,11 @@ class Ingest:
         found = self.sources.by_ingest_hash(key)
         if found is None or not found.active:
             raise errors.NotFound("no such webhook source")
-        opened = Opened(found, self.sealer.open(found.sealed)["secrets"])
+        try:
+            opened = Opened(found, self.sealer.open(found.sealed)["secrets"])
+        except ValueError:  # sealed with a key since removed: this source only, never a 500
+            self.received(found, "broken")
+            raise SourceBroken(BROKEN, details={"reason": "source_broken"}) from None
         if self.cache_seconds > 0:
             with self._lock:
                 if len(self._cache) > 10_000:  # bounds memory with many sources

@@ -13,24 +13,32 @@ from keystore_service import errors
 from keystore_service.domain.records import Micros
 from keystore_service.hooks import destinations, providers
 from keystore_service.hooks.ingest import ingest_hash
-from keystore_service.service.sealing import Sealer
+from keystore_service.service.sealing import Sealer, SourceBroken
 from keystore_service.storage.sources import Queue, Source, SourceStore
 
 DAY = 86_400
 INGEST_ID_BYTES = 32  # 43 URL-safe characters: the contract asks for 32+ random ones
 
 
+# What an operator is told about a source whose secrets no configured key opens.
+BROKEN = ("no key of this key store's KEYSTORE_SECRET_KEY opens this source's secrets (it was "
+          "sealed with a key since removed): put that key back in KEYSTORE_SECRET_KEY (after "
+          "the first), or create the source again under a new name and disable this one")
+
+
 @dataclass(frozen=True, slots=True)
 class Shown:
     """A source as the API shows it: the stored row, its ingest id, how many signing
-    secrets it has, its destination's header names, and its queue."""
+    secrets it has, its destination's header names, its queue and health. A broken source
+    (no configured key opens it) has no ingest id, secret count or header names to show."""
 
     source: Source
-    ingest_id: str
-    secret_count: int
+    ingest_id: Optional[str]
+    secret_count: Optional[int]
     header_names: list[str]
-    has_destination_secret: bool
+    has_destination_secret: Optional[bool]
     queue: Queue
+    health: str = "ok"  # "ok" | "failing" (its newest forward failed) | "broken"
 
 
 class Sources:
@@ -93,7 +101,7 @@ class Sources:
         """A SourceChange: what is given changes (all or nothing)."""
         source = self._named(tenant_id, name)
         provider = providers.provider(source.provider)
-        sealed = self.sealer.open(source.sealed)
+        sealed = self._open(source)
         config = source.options
         if body.signature is not None or body.event_id is not None:
             config = {**_config(provider.name,
@@ -133,11 +141,35 @@ class Sources:
             raise errors.NotFound(f"no source named {name!r}")
         return source
 
+    def broken(self, tenant_id: int) -> set[int]:
+        """The ids of the tenant's sources that no configured key opens (for the page)."""
+        return {s.id for s in self.store.of_tenant(tenant_id) if not self._opens(s)}
+
+    def _opens(self, source: Source) -> bool:
+        try:
+            self.sealer.open(source.sealed)
+        except ValueError:
+            return False
+        return True
+
+    def _open(self, source: Source) -> dict:
+        """Its secrets; SourceBroken (503, naming the setting) when no configured key opens
+        them: they cannot be changed, only the source disabled."""
+        try:
+            return self.sealer.open(source.sealed)
+        except ValueError:
+            raise SourceBroken(BROKEN, details={"reason": "source_broken",
+                                                "setting": "KEYSTORE_SECRET_KEY"}) from None
+
     def _shown(self, source: Source, queue: Queue) -> Shown:
-        sealed = self.sealer.open(source.sealed)
+        try:
+            sealed = self.sealer.open(source.sealed)
+        except ValueError:  # shown as broken; the list never fails for one source
+            return Shown(source, None, None, [], None, queue, "broken")
         return Shown(source, sealed["ingest_id"], len(sealed["secrets"]),
                      sorted(sealed.get("headers") or {}),
-                     bool(sealed.get("destination_secret")), queue)
+                     bool(sealed.get("destination_secret")), queue,
+                     "failing" if source.last_error else "ok")
 
     def _provider(self, name: str) -> providers.Provider:
         if name not in providers.names():

@@ -197,6 +197,17 @@ service_secrets = Table(
     Column("value", Text, nullable=False),
 )
 
+# The sealing keys' check value (issue 25): one row, a fixed text sealed with the key that
+# seals sources' secrets, so that a process with other keys sees it cannot open it before
+# it seals anything (service/sealing.py). Never a secret itself.
+sealing_check = Table(
+    "sealing_check", metadata,
+    Column("id", Integer, primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("sealed_at", BigInteger, nullable=False),
+    CheckConstraint("id = 1", name="one_row"),
+)
+
 # Per-token request counts of the current window, when rate limits are on (one row a token).
 rate_limits = Table(
     "rate_limits", metadata,

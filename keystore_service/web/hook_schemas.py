@@ -162,7 +162,7 @@ class DeliveriesQuery(BaseModel):
 class DestinationOut(_Out):
     url: str
     header_names: list[str]
-    has_secret: bool
+    has_secret: Optional[bool]  # null when the source is broken
     timeout_seconds: int
     retry_statuses: list[int]
     delivered_header: Optional[str]
@@ -179,11 +179,15 @@ class SourceOut(_Out):
     name: str
     provider: str
     state: Literal["active", "disabled"]
-    ingest_url: str
+    health: Literal["ok", "failing", "broken"] = Field(description=(
+        "ok; failing: its newest forward failed; broken: no configured key opens its "
+        "secrets (its ingest answers 503; ingest_url, secrets and has_secret are null)"))
+    ingest_url: Optional[str]
     destination: DestinationOut
     signature: Optional[dict[str, Any]] = None
     event_id: Optional[dict[str, Any]] = None
-    secrets: int = Field(description="how many signing secrets are set (never the secrets)")
+    secrets: Optional[int] = Field(
+        description="how many signing secrets are set (never the secrets); null if broken")
     ttl_seconds: int
     retry_window_seconds: int
     max_in_flight: int

@@ -90,7 +90,8 @@ def source_json(shown: Shown) -> dict:
     options = s.options
     return {
         "name": s.name, "provider": s.provider, "state": s.state,
-        "ingest_url": ingest_url(shown.ingest_id),
+        "health": shown.health,  # "broken": no configured key opens its secrets
+        "ingest_url": ingest_url(shown.ingest_id) if shown.ingest_id is not None else None,
         "destination": {"url": s.destination_url, "header_names": shown.header_names,
                         "has_secret": shown.has_destination_secret,
                         "timeout_seconds": s.timeout_seconds,

@@ -67,7 +67,8 @@ def hooks():
     sources = _gateway().sources.overview(_tenant())
     failed, more = _gateway().deliveries.list(_tenant(), state="failed", limit=FAILED_SHOWN)
     return render_template("ui/hooks.html", sources=sources, failed=failed, more=more,
-                           attempts_shown=ATTEMPTS_SHOWN)
+                           attempts_shown=ATTEMPTS_SHOWN,
+                           broken=_gateway().sources.broken(_tenant()))
 
 
 def hook_deliveries():

@@ -19,6 +19,7 @@ LAYERS = ["domain", "storage", "service", "hooks", "web"]  # each may import tho
 BESIDE = {"errors", "settings", "logs"}  # any layer may import these (they import nothing)
 WIRING = {"app", "cli", "cli_hooks", "cli_numbers", "server", "gunicorn_conf", "gateway",
           "config_report"}
+WIRING |= {"sealing_keys"}  # a process's sealing keys, checked against its database
 SQL = {"storage.tables", "storage.sql", "storage.db"}  # only storage/ (and wiring) use them
 
 
