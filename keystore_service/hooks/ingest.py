@@ -32,6 +32,7 @@ from keystore_service.domain.records import SECOND, Micros, Record
 from keystore_service.domain.upkeep import claim_changes
 from keystore_service.hooks import providers, rules
 from keystore_service.hooks.admission import Admission
+from keystore_service.hooks.held import held_kept
 from keystore_service.hooks.notify import Notifier
 from keystore_service.hooks.providers import Headers, Inbound, InvalidSignature, MissingEventId
 from keystore_service.hooks.rules import Arrival
@@ -233,13 +234,10 @@ class Ingest:
 
     def _write(self, cur, arrival: Arrival, seen: Record, values: dict, event: dict,
                body: bytes, headers: list, now: Micros) -> bool:
-        if arrival is Arrival.HELD:
-            held = {"headers": headers, "body": body.decode("utf-8", "replace")} \
-                if len(body) <= rules.HELD_BODY_BYTES else {"headers": headers, "body": None,
-                                                             "too_large": len(body)}
+        if arrival is Arrival.HELD:  # body and headers kept up to 64 KiB together
             self.reviews.open_or_count(cur, seen, domain.ReviewKind.FINGERPRINT_MISMATCH, now,
                                        refused_fingerprint=values["fingerprint"],
-                                       kept=json.dumps(held))
+                                       kept=held_kept(body, headers))
             return True
         if arrival is Arrival.DUPLICATE:
             changes, ended = claim_changes(domain.Action.COUNT_REPEAT, seen, "retry", values,

@@ -18,10 +18,11 @@ from sqlalchemy.dialects import postgresql, sqlite
 from keystore_service.domain.records import Micros, Record
 from keystore_service.storage.db import Database
 from keystore_service.storage.sql import Sql
-from keystore_service.storage.tables import records, resolutions, reviews
+from keystore_service.storage.tables import kept_payloads, records, resolutions, reviews
 
 V = reviews.c
 RESULT = list(records.c.keys()).index("result")
+KEPT = list(reviews.c.keys()).index("kept")
 KEEP_FINGERPRINTS = 10  # refused fingerprints shown per review: the newest distinct ones
 
 
@@ -127,13 +128,20 @@ class ReviewStore:
              after: Optional[tuple[int, int]], budget: int
              ) -> tuple[list[tuple[Review, Optional[Record]]], bool]:
         """Reviews oldest first (after `after`: the (opened_at, id) of the last one shown),
-        each with its record, and whether more follow. A page ends early once its records'
-        results reach `budget` characters: the results are read after the page is cut, so
-        500 reviews whose records hold 256 KiB results each are never 128 MB."""
+        each with its record, and whether more follow. A page ends early once what it
+        carries reaches `budget` characters: its records' results, its reviews' kept bodies
+        and headers, and its records' kept payloads (issue 25, item 8). Those are read after
+        the page is cut (their lengths first), so 500 reviews that each keep 64 KiB and whose
+        records hold 256 KiB results are never 160 MB, in the answer or in memory."""
         shown = [records.c[n] if n != "result" else func.length(records.c.result)
                  for n in records.c.keys()]
-        stmt = (select(reviews, *shown).join_from(reviews, records,
-                                                  V.record_id == records.c.id, isouter=True)
+        kept = [c if c.name != "kept" else func.length(V.kept) for c in reviews.c]
+        payload = select(func.length(kept_payloads.c.payload)).where(
+            kept_payloads.c.record_id == records.c.id,
+            kept_payloads.c.incarnation == records.c.incarnation).scalar_subquery()
+        stmt = (select(*kept, *shown, payload).join_from(reviews, records,
+                                                        V.record_id == records.c.id,
+                                                        isouter=True)
                 .where(V.tenant_id == tenant_id, V.state == state)
                 .order_by(V.opened_at, V.id).limit(limit + 1))
         if kind:
@@ -149,19 +157,28 @@ class ReviewStore:
             stmt = stmt.where((V.opened_at > opened_at)
                               | ((V.opened_at == opened_at) & (V.id > last_id)))
         d = self.db.engine.dialect
+        width = len(reviews.c)
         with self.db.connection() as cur:
             rows = Sql(stmt, d, bound=True).all(cur)
-            width, size, page = len(reviews.c), 0, []
+            size, page = 0, []
             for row in rows[:limit]:
-                size += row[width + RESULT] or 0
+                size += (row[KEPT] or 0) + (row[width + RESULT] or 0) + (row[-1] or 0)
                 if page and size > budget:
                     break  # the rest comes with the next page
-                page.append((Review(*row[:width]), row[width:]))
-            ids = [r[0] for _, r in page if r[0] is not None and r[RESULT]]
+                page.append(row)
+            ids = [r[width] for r in page if r[width] is not None and r[width + RESULT]]
             results = dict(Sql(select(records.c.id, records.c.result).where(
                 records.c.id.in_(ids)), d, bound=True).all(cur)) if ids else {}
-        return [(v, Record(*r[:RESULT], results.get(r[0]), *r[RESULT + 1:])
-                 if r[0] is not None else None) for v, r in page], len(rows) > len(page)
+            with_kept = [r[0] for r in page if r[KEPT]]
+            kept_of = dict(Sql(select(V.id, V.kept).where(V.id.in_(with_kept)), d,
+                               bound=True).all(cur)) if with_kept else {}
+        out = []
+        for row in page:
+            review = Review(*row[:KEPT], kept_of.get(row[0]), *row[KEPT + 1:width])
+            r = row[width:-1]
+            out.append((review, Record(*r[:RESULT], results.get(r[0]), *r[RESULT + 1:])
+                        if r[0] is not None else None))
+        return out, len(rows) > len(page)
 
     def open_of(self, cur: Any, record_id: int) -> list[Review]:
         return [Review(*row) for row in self._open_of.all(cur, {"record_id": record_id})]
