@@ -1,6 +1,6 @@
-"""The gateway's commands: `keystore source create|list|show|disable`, `keystore deliveries`,
-`keystore redeliver`, `keystore relay` and `keystore secret-key`. Like the other admin
-commands they name their database on stderr and refuse one without the schema."""
+"""The gateway's commands: `keystore source create|list|show|disable|resume`, `keystore
+deliveries`, `keystore redeliver`, `keystore relay` and `keystore secret-key`. Like the other
+admin commands they name their database on stderr and refuse one without the schema."""
 from __future__ import annotations
 
 import json
@@ -60,6 +60,9 @@ def register(main: click.Group, keystore, database, say) -> None:
     @click.option("--ttl", type=Whole(1), default=None)
     @click.option("--retry-window", type=Whole(1), default=None)
     @click.option("--max-in-flight", type=Whole(1), default=None)
+    @click.option("--max-pause", type=Whole(1, 86400), default=None,
+                  help="Seconds a destination's Retry-After may pause it, at most "
+                       "(default 3600).")
     @click.option("--public-url", default=None,
                   help="The key store's address as providers reach it (or KEYSTORE_PUBLIC_URL).")
     def source_create(tenant_name: str, name: str, provider: str, secrets_: tuple,
@@ -69,7 +72,7 @@ def register(main: click.Group, keystore, database, say) -> None:
                       signature_encoding: str, signature_prefix: str,
                       event_id_header: Optional[str], event_id_json: tuple, ttl: Optional[int],
                       retry_window: Optional[int], max_in_flight: Optional[int],
-                      public_url: Optional[str]) -> None:
+                      max_pause: Optional[int], public_url: Optional[str]) -> None:
         ks = keystore()
         body: dict[str, Any] = {
             "name": name, "provider": provider,
@@ -88,7 +91,8 @@ def register(main: click.Group, keystore, database, say) -> None:
             body["event_id"] = ({"header": event_id_header} if event_id_header else
                                 {"json": list(event_id_json)})
         for key, value in (("ttl_seconds", ttl), ("retry_window_seconds", retry_window),
-                           ("max_in_flight", max_in_flight)):
+                           ("max_in_flight", max_in_flight),
+                           ("max_pause_seconds", max_pause)):
             if value is not None:
                 body[key] = value
         tenant_id = _tenant(ks, tenant_name)
@@ -129,6 +133,15 @@ def register(main: click.Group, keystore, database, say) -> None:
         ks = keystore()
         _run(lambda: ks.gateway.sources.disable(_tenant(ks, tenant_name), name))
         say(f"keystore: disabled source {name!r}")
+
+    @source.command("resume", help="End the source's pause (a destination's Retry-After); "
+                                   "its waiting events are forwarded at once.")
+    @click.option("--tenant", "tenant_name", default="default", show_default=True)
+    @click.argument("name")
+    def source_resume(tenant_name: str, name: str) -> None:
+        ks = keystore()
+        _run(lambda: ks.gateway.sources.resume(_tenant(ks, tenant_name), name))
+        say(f"keystore: resumed source {name!r}")
 
     @main.command(help="Recent deliveries of the tenant's sources, newest first (JSON lines).")
     @click.option("--tenant", "tenant_name", default="default", show_default=True)
@@ -242,6 +255,7 @@ def _shown_json(s) -> dict:
                                 "delivered_header")},
             "secrets": s.secret_count, "ttl_seconds": src.ttl_seconds,
             "retry_window_seconds": src.retry_window_seconds,
-            "max_in_flight": src.max_in_flight, "last_error": src.last_error,
+            "max_in_flight": src.max_in_flight, "max_pause_seconds": src.max_pause_seconds,
+            "paused_until": rfc3339(src.paused_until), "last_error": src.last_error,
             "queue": {"queued": s.queue.queued, "delivering": s.queue.delivering,
                       "failed": s.queue.failed}}

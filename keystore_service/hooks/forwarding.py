@@ -29,6 +29,9 @@ from keystore_service.storage.reviews import ReviewStore
 from keystore_service.storage.sources import Source, SourceStore
 
 log = logging.getLogger("keystore.relay")
+# An attempt's error when its event's window ended during a pause ("the destination ...":
+# final, see _final).
+PAUSED_PAST_WINDOW = "the destination's pause outlasted the retry window"
 # The error of a forward of a source no configured key opens (its last_error, on the page).
 BROKEN = ("the source's secrets cannot be opened: KEYSTORE_SECRET_KEY lacks the key that "
           "sealed them")
@@ -86,12 +89,24 @@ class Forwarding:
         """Up to `limit` due events, each now leased to `holder`."""
         return self.take_some(holder, limit)[0]
 
-    def take_some(self, holder: str, limit: int) -> tuple[list[Job], bool]:
+    def take_some(self, holder: str, limit: int, ended: bool = False
+                  ) -> tuple[list[Job], bool]:
         """take(), and whether due events were left behind (by `limit`, or by their
-        sources' max_in_flight): the relay then takes again as soon as a slot is free."""
-        taken, sources, left = self.events.take_due(holder, self.clock(), limit)
+        sources' max_in_flight): the relay then takes again as soon as a slot is free.
+        With `ended` (the relay's sweep, once a second), also the events of paused sources
+        whose retry window has ended: attempt() fails them without a forward."""
+        taken, sources, left = self.events.take_due(holder, self.clock(), limit, ended)
         return [Job(e, Source(*sources[e.source_id]), self.tenant_name(e.tenant_id))
                 for e in taken], left
+
+    def attempt(self, job: Job) -> Result:
+        """forward(), except for an event of a paused source (taken because its retry
+        window ended while the destination asked to be left alone): it is not sent, and
+        fails as an event whose window ended does (the record failed, a review)."""
+        until = job.source.paused_until
+        if until is not None and until > self.clock():
+            return Result(None, PAUSED_PAST_WINDOW, "", None, 0)
+        return self.forward(job)
 
     def route(self, source: Source) -> Route:
         key = (source.sealed, source.config)
@@ -220,7 +235,7 @@ class Forwarding:
                                  result.marked) if result.error is None or \
             result.status is not None else (Outcome.FAILED if _final(result.error)
                                             else Outcome.RETRY)
-        after = rules.retry_after(result.retry_after, now)
+        after = rules.retry_after(result.retry_after, now, job.source.max_pause_seconds)
         next_at = None
         if outcome is Outcome.RETRY:
             end = rules.window_end(job.event.window_start, job.source.retry_window_seconds)

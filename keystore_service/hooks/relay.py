@@ -44,6 +44,7 @@ class Relay:
         self._threads = 0  # taken events not yet settled: forwarding or writing their end
         self._left = False  # the last take left due events behind
         self._owed = False  # a wake-up came while no slot was free
+        self._sweep_at = 0.0  # when the next take also takes paused sources' ended events
         self._lock = threading.Lock()
         self._pool = ThreadPoolExecutor(2 * concurrency, thread_name_prefix="keystore-forward")
         # Forwards that end while another's settle is being written are settled together,
@@ -91,8 +92,13 @@ class Relay:
                     self._owed = False
             taken: list[Job] = []
             if free > 0:
+                # once a second, the events whose window ended while their source was
+                # paused, too (a scan of the paused sources' queues: not every take's)
+                ended = time.monotonic() >= self._sweep_at
+                if ended:
+                    self._sweep_at = time.monotonic() + SWEEP_SECONDS
                 try:
-                    taken, self._left = self.forwarding.take_some(self.holder, free)
+                    taken, self._left = self.forwarding.take_some(self.holder, free, ended)
                 except Exception:  # the database may be down: try again at the next tick
                     log.exception("taking due events failed")
             for job in taken:
@@ -105,7 +111,7 @@ class Relay:
     def _one(self, job: Job) -> None:
         try:
             try:
-                result = self.forwarding.forward(job)
+                result = self.forwarding.attempt(job)
             finally:
                 with self._lock:
                     self._busy -= 1

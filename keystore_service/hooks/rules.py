@@ -19,6 +19,7 @@ is_hook_scope = domain.is_hook_scope
 MAX_BACKOFF_SECONDS = 600  # the contract: after attempt n wait uniform(0, min(600, 2^(n-1)))
 ANSWER_KEPT_BYTES = 4096  # of a destination's answer, in the attempt and the record's result
 HELD_BODY_BYTES = 64 * 1024  # a held (changed) body kept for a person, at most
+MAX_DELTA_DIGITS = 12  # a Retry-After of more digits is over 30,000 years: the bound holds
 
 
 def scope_of(source_name: str) -> str:
@@ -97,21 +98,27 @@ def classify(status: Optional[int], retry_statuses: Iterable[int] = (),
     return Outcome.FAILED
 
 
-def retry_after(header: Optional[str], now: Micros) -> Optional[Micros]:
-    """A Retry-After header as an instant: delta-seconds (ASCII digits) or an HTTP date;
-    None when absent or unreadable."""
+def retry_after(header: Optional[str], now: Micros, max_seconds: int) -> Optional[Micros]:
+    """A Retry-After header as an instant, at most `max_seconds` (the source's
+    max_pause_seconds) from `now`: delta-seconds (ASCII digits only, however many) or an
+    HTTP date (one in the past is `now`); None when absent or unreadable (a sign, other
+    scripts' digits, a date without a zone or beyond the year 9999, garbage)."""
     if not header:
         return None
     text = header.strip()
+    cap = now + max_seconds * SECOND
     if text.isascii() and text.isdigit():
-        return now + min(int(text), 10 ** 9) * SECOND  # 30 years: beyond any window
+        if len(text) > MAX_DELTA_DIGITS:  # beyond any bound (and int() refuses 4,300+)
+            return cap
+        return min(now + int(text) * SECOND, cap)
     try:
         when = parsedate_to_datetime(text)
-    except (TypeError, ValueError, IndexError, OverflowError):
+        at = int(when.timestamp() * SECOND)
+    except (TypeError, ValueError, IndexError, OverflowError, OSError):
         return None
     if when.tzinfo is None:
         return None
-    return max(now, int(when.timestamp() * SECOND))
+    return min(max(now, at), cap)
 
 
 def next_attempt(attempt: int, now: Micros, after: Optional[Micros], window_end: Micros,
@@ -127,7 +134,8 @@ def next_attempt(attempt: int, now: Micros, after: Optional[Micros], window_end:
 
 
 def pauses_source(status: Optional[int], after: Optional[Micros]) -> bool:
-    """A 429 or 503 *with* Retry-After pauses the whole source until then."""
+    """A 429 or 503 *with* a readable Retry-After pauses the whole source until then (at
+    most its max_pause_seconds: retry_after)."""
     return status in (429, 503) and after is not None
 
 

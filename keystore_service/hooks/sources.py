@@ -129,6 +129,14 @@ class Sources:
             self.store.change(cur, source, changes, self.clock())
         return self.get(tenant_id, name)
 
+    def resume(self, tenant_id: int, name: str) -> Shown:
+        """End the source's pause (a destination's Retry-After), whatever its end: its
+        waiting events are due at once. A source that is not paused is left as it is."""
+        source = self._named(tenant_id, name)
+        with self.store.transaction() as cur:
+            self.store.resume(cur, source, self.clock())
+        return self.get(tenant_id, name)
+
     def disable(self, tenant_id: int, name: str) -> Shown:
         source = self._named(tenant_id, name)
         with self.store.transaction() as cur:

@@ -1,12 +1,12 @@
-"""The gateway's sources in SQL: create, read, change, disable, and find one by its ingest
-id's hash. Secrets stay sealed here; the service opens them (sealing.py)."""
+"""The gateway's sources in SQL: create, read, change, disable, resume, and find one by its
+ingest id's hash. Secrets stay sealed here; the service opens them (sealing.py)."""
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-from sqlalchemy import bindparam, func, or_, select, update
+from sqlalchemy import bindparam, func, null, or_, select, update
 
 from keystore_service.domain.records import Micros
 from keystore_service.storage.db import Database
@@ -92,6 +92,13 @@ class SourceStore:
                         .order_by(S.name), d)
         self._change = {n: Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             {n: bindparam(n), "updated_at": bindparam("now")}), d) for n in CHANGEABLE}
+        self._resume = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
+            paused_until=null()), d)
+        # the events whose next attempt the pause set (or a backoff it outlasted)
+        self._waited = Sql(update(hook_events).where(
+            E.source_id == bindparam("sid"), E.state == "queued",
+            E.next_attempt_at > bindparam("now"), E.next_attempt_at <= bindparam("until"))
+            .values(next_attempt_at=bindparam("now")), d)
         self._state = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             state=bindparam("state"), updated_at=bindparam("now")), d)
         self._queues = Sql(select(
@@ -129,6 +136,13 @@ class SourceStore:
     def change(self, cur: Any, source: Source, changes: dict, now: Micros) -> None:
         for name, value in changes.items():
             self._change[name].run(cur, {"sid": source.id, name: value, "now": now})
+
+    def resume(self, cur: Any, source: Source, now: Micros) -> None:
+        """End the source's pause; its queued events that waited for it are due now."""
+        if source.paused_until is None:
+            return
+        self._resume.run(cur, {"sid": source.id})
+        self._waited.run(cur, {"sid": source.id, "now": now, "until": source.paused_until})
 
     def set_state(self, cur: Any, source: Source, state: str, now: Micros) -> None:
         self._state.run(cur, {"sid": source.id, "state": state, "now": now})

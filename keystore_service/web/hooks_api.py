@@ -73,6 +73,14 @@ def change_source(name: str):
     return respond({"source": source_json(shown)})
 
 
+@v1.post("/sources/<name>/resume")
+def resume_source(name: str):
+    require_operator(g.principal)
+    shown = _ks().sources.resume(g.principal.tenant_id, name)
+    _ks().wake()  # this process's relay at once; the others at their next sweep (1 s)
+    return respond({"source": source_json(shown)})
+
+
 @v1.delete("/sources/<name>")
 def disable_source(name: str):
     require_operator(g.principal)

@@ -21,9 +21,10 @@ from .test_ingest import deliver
 
 @pytest.fixture
 def live(database_url):
-    """The app on the real clock (its relay is started by the test), two tenants."""
+    """The app on the real clock (its relay is started by the test), two tenants; no
+    per-source rate (the backlogs are accepted as fast as the test client sends them)."""
     app = create_app(Settings(database_url=database_url, secret_key=KEY,
-                              token_cache_seconds=0))
+                              token_cache_seconds=0, hook_rate_limit_per_second=0))
     ks = app.extensions["keystore"]
     now = int(time.time() * 1_000_000)
     ks.accounts.create_tenant("acme", now)

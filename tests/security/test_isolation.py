@@ -57,6 +57,8 @@ def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
         ("GET", "/v1/sources/{name}"): lambda: foreign_op.get("/v1/sources/shop"),
         ("PATCH", "/v1/sources/{name}"): lambda: _patch(foreign_op, "/v1/sources/shop"),
         ("DELETE", "/v1/sources/{name}"): lambda: _delete(foreign_op, "/v1/sources/shop"),
+        ("POST", "/v1/sources/{name}/resume"): lambda: foreign_op.post(
+            "/v1/sources/shop/resume"),
         ("GET", "/v1/deliveries"): lambda: foreign_op.get("/v1/deliveries"),
         ("POST", "/v1/deliveries/redeliver"): lambda: foreign_op.post(
             "/v1/deliveries/redeliver", {"source": "shop", "event_id": "evt-1"}),
@@ -80,7 +82,8 @@ def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
     assert answers[("GET", "/v1/deliveries")][1]["deliveries"] == []
     assert answers[("POST", "/v1/sources")][0] == 403  # a client token
     for call in [("GET", "/v1/sources/{name}"), ("PATCH", "/v1/sources/{name}"),
-                 ("DELETE", "/v1/sources/{name}"), ("POST", "/v1/deliveries/redeliver")]:
+                 ("DELETE", "/v1/sources/{name}"), ("POST", "/v1/sources/{name}/resume"),
+                 ("POST", "/v1/deliveries/redeliver")]:
         assert answers[call][0] == 404, call
     assert answers[("POST", "/v1/claim")][1]["outcome"] == "acquired"  # its own record
     assert [r["outcome"] for r in answers[("POST", "/v1/claim/batch")][1]["results"]] == \
