@@ -8,13 +8,16 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from requests.certs import where as ca_bundle
 from sqlalchemy.engine import make_url
 
 from keystore_service import sealing_keys
 from keystore_service.hooks.admission import Admission
 from keystore_service.hooks.deliveries import Deliveries
+from keystore_service.hooks.destinations import Policy
 from keystore_service.hooks.forwarding import Forwarding
 from keystore_service.hooks.ingest import Ingest
+from keystore_service.hooks.outbound import Outbound
 from keystore_service.hooks.relay import Relay
 from keystore_service.hooks.sources import Sources
 from keystore_service.service.claims import Clock
@@ -63,10 +66,12 @@ def build(settings: Settings, database: Database, records: RecordStore, reviews:
                                         settings.hook_bad_signature_per_second))
     deliveries = Deliveries(sources, events, records, reviews, clock,
                             wake=lambda: gateway.wake())
+    # one outbound client for every request the service makes (its rules, its deadline)
+    outbound = Outbound(Policy(settings.hook_destinations, settings.hook_allow_link_local),
+                        ca_certs=ca_bundle())
     forwarding = Forwarding(sources, events, records, reviews, sealer, clock,
-                            tenant_name,
-                            settings.hook_allow_link_local, observed=observed)
-    gateway = Gateway(sealer, Sources(sources, sealer, clock, settings.hook_allow_link_local),
+                            tenant_name, observed=observed, outbound=outbound)
+    gateway = Gateway(sealer, Sources(sources, sealer, clock, outbound=outbound),
                       ingest, deliveries, forwarding)
     return gateway
 

@@ -90,9 +90,13 @@ class Settings(BaseSettings):
     # runs one; `keystore relay` more), and whether serve runs its relays at all.
     relay_concurrency: int = Field(16, ge=1, le=256)
     relay_in_serve: bool = True
-    # A destination on a link-local or cloud-metadata address (169.254.0.0/16, fe80::/10,
-    # fd00:ec2::254) is refused: a tenant's operator chooses the URL, and on a shared key
-    # store that must not reach the host's metadata service. Loopback and private: allowed.
+    # Where outbound requests (forwards) may connect (hooks/destinations.py): `any` (loopback
+    # and private addresses too: workflows run next door), `private` (loopback refused),
+    # `public` (only globally routable addresses: tenants who do not trust each other). In
+    # every mode a link-local or cloud-metadata address (169.254.0.0/16, fe80::/10,
+    # fd00:ec2::254, 100.100.100.200) is refused unless hook_allow_link_local: a tenant's
+    # operator chooses the URL, and it must not reach the host's metadata service.
+    hook_destinations: Literal["any", "private", "public"] = "any"
     hook_allow_link_local: bool = False
     # Deliveries a source takes per second in each process before answering 429 (0: no
     # limit). Providers resend what was refused, so nothing is lost.

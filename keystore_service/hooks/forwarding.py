@@ -12,14 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
 
-import urllib3
 from requests.certs import where as ca_bundle
-from urllib3.exceptions import HTTPError, NewConnectionError, ProtocolError, SSLError
-from urllib3.exceptions import TimeoutError as Timeout
 
 from keystore_service.domain import records as domain
 from keystore_service.domain.records import SECOND, Micros, State
-from keystore_service.hooks import destinations, rules
+from keystore_service.hooks import rules
+from keystore_service.hooks.destinations import Policy
+from keystore_service.hooks.outbound import Outbound
 from keystore_service.hooks.providers import standard
 from keystore_service.hooks.rules import Outcome
 from keystore_service.service.sealing import Sealer
@@ -35,6 +34,10 @@ PAUSED_PAST_WINDOW = "the destination's pause outlasted the retry window"
 # The error of a forward of a source no configured key opens (its last_error, on the page).
 BROKEN = ("the source's secrets cannot be opened: KEYSTORE_SECRET_KEY lacks the key that "
           "sealed them")
+# A forward ends this long before its attempt's lease (the destination's timeout + 15 s,
+# storage/events.py) at the latest: time to write its end before another relay may take the
+# event over, so an event is never forwarded twice at once.
+LEASE_END_MARGIN_SECONDS = 5
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,19 +73,17 @@ class Forwarding:
                  reviews: ReviewStore, sealer: Sealer, clock: Callable[[], Micros],
                  tenant_name: Callable[[int], str], allow_link_local: bool = False,
                  random: Callable[[], float] = _random.random,
-                 observed: Any = None):
+                 observed: Any = None, outbound: Optional[Outbound] = None):
         self.sources, self.events, self.records, self.reviews = sources, events, records, \
             reviews
         self.sealer, self.clock, self.tenant_name = sealer, clock, tenant_name
-        self.allow_link_local, self.random, self.observed = allow_link_local, random, observed
+        self.random, self.observed = random, observed
         # urllib3 itself, not requests on top of it: a forward cost ~0.4 ms of CPU through
         # requests and ~0.2 ms through urllib3, on a relay whose forwards are CPU-bound
-        # (docs/benchmarks.md, "The gateway"). Connections are made as forwards need them and
-        # kept alive up to the highest relay concurrency (256) per destination; no proxy
-        # from the environment; requests' CA bundle, as before.
-        self.http = urllib3.PoolManager(num_pools=64, maxsize=256, block=False,
-                                        retries=False, cert_reqs="CERT_REQUIRED",
-                                        ca_certs=ca_bundle())
+        # (docs/benchmarks.md, "The gateway"); through the one outbound client, which
+        # checks the address it connects to and ends the forward at its deadline.
+        self.outbound = outbound or Outbound(Policy("any", allow_link_local),
+                                             ca_certs=ca_bundle())
         self._routes: dict[tuple[str, str], Route] = {}
 
     def take(self, holder: str, limit: int) -> list[Job]:
@@ -125,15 +126,18 @@ class Forwarding:
 
     def forward(self, job: Job) -> Result:
         """One POST of the event to its destination: original body bytes and Content-Type,
-        the provider's headers, the destination's, the gateway's; no redirects followed."""
+        the provider's headers, the destination's, the gateway's; no redirects followed.
+        It ends by the destination's timeout_seconds (connect, status line, headers and
+        body together), and always LEASE_END_MARGIN_SECONDS before the attempt's lease."""
         source, event = job.source, job.event
         started = time.monotonic()
-        try:
-            destinations.check_address(source.destination_url, self.allow_link_local)
-        except destinations.Refused as exc:
-            return Result(None, str(exc), "", None, 0)
         if event.body is None:
             return Result(None, "the body is no longer kept", "", None, 0)
+        lease_left = (event.lease_until - self.clock()) / SECOND - LEASE_END_MARGIN_SECONDS \
+            if event.lease_until is not None else source.timeout_seconds
+        budget = min(source.timeout_seconds, lease_left)
+        if budget <= 0:  # the lease is (nearly) gone: another attempt may hold the event
+            return Result(None, "the lease ran out before the forward", "", None, 0)
         route = self.route(source)
         if route.broken:  # retried: the key may be put back within the retry window
             return Result(None, BROKEN, "", None, 0)
@@ -141,32 +145,14 @@ class Forwarding:
                                   self.clock() // SECOND, event.body) if route.secret else None
         headers = rules.forward_headers(json.loads(event.headers), route.headers,
                                         event.event_id, event.attempts, signature)
-        try:
-            resp = self.http.request(
-                "POST", source.destination_url, body=event.body, headers=headers,
-                timeout=urllib3.Timeout(connect=min(5, source.timeout_seconds),
-                                        read=source.timeout_seconds),
-                redirect=False, retries=False, preload_content=False)
-            try:
-                raw = _answer(resp, started + source.timeout_seconds)
-            finally:
-                if not resp.closed:  # more answer than is kept, or too slow: not read on
-                    resp.close()
-                resp.release_conn()
-            if raw is None:
-                return Result(None, "timeout", "", None, _ms(started))
-            mark = route.forward.get("delivered_header")
-            return Result(resp.status, None, rules.answer_text(raw),
-                          resp.headers.get("Retry-After"), _ms(started),
-                          marked=mark is None or mark in resp.headers)
-        except NewConnectionError:  # before Timeout: urllib3 makes it one (compatibility)
-            return Result(None, "no connection", "", None, _ms(started))
-        except Timeout:
-            return Result(None, "timeout", "", None, _ms(started))
-        except (ProtocolError, SSLError):
-            return Result(None, "no connection", "", None, _ms(started))
-        except (HTTPError, ValueError, OSError) as exc:
-            return Result(None, type(exc).__name__, "", None, _ms(started))
+        reply = self.outbound.request("POST", source.destination_url, event.body, headers,
+                                      budget, rules.ANSWER_KEPT_BYTES)
+        if reply.status is None:
+            return Result(None, reply.error, "", None, _ms(started))
+        mark = route.forward.get("delivered_header")
+        return Result(reply.status, None, rules.answer_text(reply.body),
+                      reply.headers.get("Retry-After"), _ms(started),
+                      marked=mark is None or mark in reply.headers)
 
     def settle(self, job: Job, holder: str, result: Result) -> Optional[Outcome]:
         """Write the attempt's end; None when its lease was taken over meanwhile."""
@@ -280,22 +266,6 @@ class Forwarding:
 
 
 _STATES = {Outcome.DELIVERED: "delivered", Outcome.RETRY: "queued", Outcome.FAILED: "failed"}
-
-
-def _answer(resp: Any, deadline: float) -> Optional[bytes]:
-    """Up to ANSWER_KEPT_BYTES of the answer, as it comes (read1: one receive at a time),
-    or None when the destination's timeout has passed since the forward began: the read
-    timeout bounds each receive only, and a destination that sends a byte now and then would
-    otherwise hold the forward (and its relay's slot) for hours."""
-    raw = b""
-    while len(raw) < rules.ANSWER_KEPT_BYTES:
-        part = resp.read1(rules.ANSWER_KEPT_BYTES - len(raw), decode_content=True)
-        if not part:
-            return raw
-        raw += part
-        if time.monotonic() > deadline and len(raw) < rules.ANSWER_KEPT_BYTES:
-            return None
-    return raw
 
 
 def _reason(outcome: Outcome, result: Result) -> Optional[str]:

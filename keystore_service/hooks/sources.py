@@ -12,7 +12,9 @@ from typing import Any, Optional
 from keystore_service import errors
 from keystore_service.domain.records import Micros
 from keystore_service.hooks import destinations, providers
+from keystore_service.hooks.destinations import Policy
 from keystore_service.hooks.ingest import ingest_hash
+from keystore_service.hooks.outbound import Outbound
 from keystore_service.service.sealing import Sealer, SourceBroken
 from keystore_service.storage.sources import Queue, Source, SourceStore
 
@@ -43,9 +45,10 @@ class Shown:
 
 class Sources:
     def __init__(self, store: SourceStore, sealer: Sealer, clock: Callable[[], Micros],
-                 allow_link_local: bool = False):
+                 allow_link_local: bool = False, outbound: Optional[Outbound] = None):
         self.store, self.sealer, self.clock = store, sealer, clock
-        self.allow_link_local = allow_link_local
+        # the destination rules, as the relay applies them where it connects
+        self.outbound = outbound or Outbound(Policy("any", allow_link_local))
 
     def create(self, tenant_id: int, body: Any) -> Shown:
         """A new source from a validated SourceCreate; InvalidRequest for what the schema
@@ -188,8 +191,7 @@ class Sources:
 
     def _check_destination(self, url: str, secret: Optional[str]) -> None:
         try:
-            destinations.check_url(url)
-            destinations.check_address(url, self.allow_link_local)
+            self.outbound.check(url)
         except destinations.Refused as exc:
             raise errors.InvalidRequest(str(exc), details={"field": "destination.url"}) \
                 from None

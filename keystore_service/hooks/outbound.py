@@ -1,0 +1,210 @@
+"""The one client every outbound request of the service goes through (forwards today;
+connections and alert channels next): it parses the URL (destinations.parse: the host in
+its plain spelling), resolves a name ONCE, checks every address against the policy and
+connects to exactly an address it checked, the Host header and TLS (SNI and the
+certificate's name) still those of the URL's host; so a name that resolves elsewhere the
+second time (DNS rebinding) cannot slip between the check and the connection. The whole
+request, from the lookup to the answer's last byte kept, ends by one deadline (deadlines.py).
+
+An IP literal needs no lookup; a name is looked up in a small pool of threads, so that a
+resolver that hangs costs the request its deadline and no more.
+"""
+from __future__ import annotations
+
+import ipaddress
+import socket
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as LookupTimeout
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import urllib3
+from urllib3.connection import HTTPConnection, HTTPSConnection
+from urllib3.exceptions import HTTPError, NewConnectionError, ProtocolError, SSLError
+from urllib3.exceptions import TimeoutError as Timeout
+
+from keystore_service.hooks import destinations
+from keystore_service.hooks.deadlines import Bound, Deadlines
+from keystore_service.hooks.destinations import Policy, Refused, Target
+
+Resolver = Callable[[str, int], list[str]]  # (name, port) -> addresses, in the order to try
+CONNECT_SECONDS = 5  # per address: a host that drops SYNs must not take the whole deadline
+CHECK_LOOKUP_SECONDS = 5  # a source's create or PATCH waits this long for its name's lookup
+LOOKUP_THREADS = 8  # lookups at once; more wait their turn (within their deadline)
+MAX_POOLS = 64  # (address, name) pairs kept with their connections, the least used dropped
+POOL_SIZE = 256  # kept-alive connections per pool: the relay's highest concurrency
+
+
+def system_resolver(name: str, port: int) -> list[str]:
+    """The addresses getaddrinfo gives for a TCP connection, once each, in its order."""
+    seen: dict[str, None] = {}
+    for info in socket.getaddrinfo(name, port, type=socket.SOCK_STREAM):
+        seen.setdefault(str(info[4][0]), None)
+    return list(seen)
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """What a request came to: an answer (status, headers, up to `keep` bytes of it) or an
+    error: "timeout", "no connection", or a refusal that begins "the destination"."""
+
+    status: Optional[int]
+    headers: Any  # the answer's headers (a case-insensitive mapping), {} without an answer
+    body: bytes
+    error: Optional[str]
+
+
+class Outbound:
+    def __init__(self, policy: Policy, resolver: Resolver = system_resolver,
+                 ca_certs: Optional[str] = None):
+        self.policy, self.resolver, self.ca_certs = policy, resolver, ca_certs
+        self.deadlines = Deadlines()
+        self._lookups = ThreadPoolExecutor(LOOKUP_THREADS, thread_name_prefix="keystore-dns")
+        self._pools: OrderedDict[tuple, urllib3.HTTPConnectionPool] = OrderedDict()
+
+    def check(self, url: str) -> None:
+        """Refused for a URL the service will not send to (at a source's create and PATCH).
+        A name that does not resolve now passes: its requests fail until it does, and each
+        is checked again where it connects."""
+        target = destinations.parse(url)
+        try:
+            addresses = self._addresses(target, time.monotonic() + CHECK_LOOKUP_SECONDS)
+        except (OSError, UnicodeError, LookupTimeout):
+            return
+        for address in addresses:
+            self.policy.check(_ip(address))
+
+    def request(self, method: str, url: str, body: bytes, headers: dict[str, str],
+                timeout: float, keep: int) -> Reply:
+        """One request, ended by `timeout` seconds from now whatever the destination does;
+        no redirects followed, no proxy, up to `keep` bytes of the answer read."""
+        deadline = time.monotonic() + timeout
+        try:
+            target = destinations.parse(url)
+            addresses = self._addresses(target, deadline)
+            for address in addresses:
+                self.policy.check(_ip(address))
+        except Refused as exc:
+            return Reply(None, {}, b"", str(exc))
+        except LookupTimeout:
+            return Reply(None, {}, b"", "timeout")
+        except (OSError, UnicodeError):
+            return Reply(None, {}, b"", "no connection")  # the name does not resolve
+        for n, address in enumerate(addresses):
+            with self.deadlines.bound(deadline) as bound:
+                reply = self._send(self._pool(target, address), target, method, body,
+                                   headers, bound, keep)
+            if reply.error != "no connection" or n == len(addresses) - 1 or \
+                    bound.left() <= 0:
+                return reply
+        raise AssertionError("a target has at least one address")  # pragma: no cover
+
+    def _addresses(self, target: Target, deadline: float) -> list[str]:
+        if target.ip is not None:  # an IP literal: no lookup
+            return [target.ip.compressed]
+        found = self._lookups.submit(self.resolver, target.host, target.port).result(
+            max(0.0, deadline - time.monotonic()))
+        if not found:
+            raise OSError("no address")
+        return found
+
+    def _send(self, pool: urllib3.HTTPConnectionPool, target: Target, method: str,
+              body: bytes, headers: dict[str, str], bound: Bound, keep: int) -> Reply:
+        left = bound.left()
+        if left <= 0:
+            return Reply(None, {}, b"", "timeout")
+        try:
+            resp = pool.urlopen(
+                method, target.path, body=body, headers={**headers, "Host": target.host_header},
+                timeout=urllib3.Timeout(connect=min(CONNECT_SECONDS, left), read=left),
+                redirect=False, retries=False, preload_content=False, assert_same_host=False)
+            try:
+                raw = _read(resp, keep)
+            finally:
+                if bound.cut or not resp.closed:  # cut, or more answer than is kept
+                    resp.close()
+                resp.release_conn()
+            if bound.cut:
+                return Reply(None, {}, b"", "timeout")
+            return Reply(resp.status, resp.headers, raw, None)
+        except NewConnectionError:  # before Timeout: urllib3 makes it one (compatibility)
+            return Reply(None, {}, b"", "timeout" if bound.left() <= 0 else "no connection")
+        except Timeout:
+            return Reply(None, {}, b"", "timeout")
+        except (ProtocolError, SSLError, HTTPError, OSError, ValueError) as exc:
+            if bound.cut:
+                return Reply(None, {}, b"", "timeout")
+            if isinstance(exc, (ProtocolError, SSLError)):
+                return Reply(None, {}, b"", "no connection")
+            return Reply(None, {}, b"", type(exc).__name__)
+
+    def _pool(self, target: Target, address: str) -> urllib3.HTTPConnectionPool:
+        key = (target.scheme, address, target.port, target.host)
+        pool = self._pools.get(key)
+        if pool is not None:
+            self._pools.move_to_end(key)
+            return pool
+        common = dict(port=target.port, maxsize=POOL_SIZE, block=False, retries=False,
+                      deadlines=self.deadlines)
+        if target.scheme == "https":
+            name = None if target.ip is not None else target.host
+            pool = urllib3.HTTPSConnectionPool(
+                address, **common, cert_reqs="CERT_REQUIRED", ca_certs=self.ca_certs,
+                server_hostname=name, assert_hostname=name)
+            pool.ConnectionCls = _WatchedHTTPS
+        else:
+            pool = urllib3.HTTPConnectionPool(address, **common)
+            pool.ConnectionCls = _WatchedHTTP
+        self._pools[key] = pool
+        if len(self._pools) > MAX_POOLS:
+            self._pools.popitem(last=False)[1].close()
+        return pool
+
+
+def _read(resp: Any, keep: int) -> bytes:
+    """Up to `keep` bytes of the answer, as it comes (read1: one receive at a time)."""
+    raw = b""
+    while len(raw) < keep:
+        part = resp.read1(keep - len(raw), decode_content=True)
+        if not part:
+            break
+        raw += part
+    return raw
+
+
+def _ip(address: str) -> destinations.Address:
+    """A resolver's answer as an address (a zone id, which it may add, set aside)."""
+    return ipaddress.ip_address(address.split("%", 1)[0])
+
+
+class _Watched:
+    """A connection whose socket the request's deadline watches: a new one as soon as it is
+    connected (before TLS, so a trickled handshake is cut too), a kept-alive one when the
+    next request begins on it."""
+
+    def __init__(self, *args: Any, deadlines: Deadlines, **kwargs: Any):
+        self._deadlines = deadlines
+        self._watched_for: Optional[Bound] = None
+        super().__init__(*args, **kwargs)
+
+    def _new_conn(self) -> socket.socket:
+        sock = super()._new_conn()  # type: ignore[misc]
+        self._watched_for = self._deadlines.watch(sock)
+        return sock
+
+    def request(self, *args: Any, **kwargs: Any) -> None:
+        sock = getattr(self, "sock", None)
+        if sock is not None and self._watched_for is not self._deadlines.current():
+            self._watched_for = self._deadlines.watch(sock)  # kept alive from before
+        return super().request(*args, **kwargs)  # type: ignore[misc]
+
+
+class _WatchedHTTP(_Watched, HTTPConnection):
+    pass
+
+
+class _WatchedHTTPS(_Watched, HTTPSConnection):
+    pass

@@ -1,0 +1,145 @@
+"""The one outbound client (hooks/outbound.py) on real loopback sockets: it connects to the
+address it checked, whatever a name resolves to the second time, and one deadline ends the
+whole request, whichever phase the destination trickles (issue 25, items 1 and 2)."""
+from __future__ import annotations
+
+import socket
+import time
+
+import pytest
+
+from keystore_service.hooks.destinations import Policy
+from keystore_service.hooks.outbound import Outbound
+
+from .trickling_sink import TricklingSink
+
+MARGIN = 0.75  # past the deadline: the reaper's wake-up and the test's own thread, loaded
+
+
+class Answers:
+    """A resolver that gives its answers in turn (the last one from then on)."""
+
+    def __init__(self, *answers: list[str]):
+        self.answers, self.calls = list(answers), []
+
+    def __call__(self, name: str, port: int) -> list[str]:
+        self.calls.append(name)
+        return self.answers[min(len(self.calls), len(self.answers)) - 1]
+
+
+@pytest.fixture
+def quick():
+    sink = TricklingSink("quick")
+    yield sink
+    sink.close()
+
+
+def test_an_ip_literal_is_not_looked_up_and_the_answer_comes_back(quick):
+    resolver = Answers(["169.254.169.254"])
+    reply = Outbound(Policy(), resolver).request("POST", quick.url, b"{}", {}, 2, 4096)
+    assert (reply.status, reply.body, reply.error) == (200, b"ok", None)
+    assert resolver.calls == []  # the fast path: no lookup for 127.0.0.1
+
+
+def test_a_name_is_looked_up_once_and_connected_to_as_checked(quick):
+    """A name that resolves to an allowed address for the check and to the metadata address
+    the next time: the request goes to the address checked, with the URL's Host."""
+    resolver = Answers(["127.0.0.1"], ["169.254.169.254"])
+    client = Outbound(Policy(), resolver)
+    url = f"http://Rebind.Test:{quick.port}/in?x=1"
+    reply = client.request("POST", url, b"{}", {}, 2, 4096)
+    assert reply.status == 200 and resolver.calls == ["rebind.test"]
+    (got,) = quick.requests
+    assert got["host"] == f"rebind.test:{quick.port}"
+    assert got["request-line"] == "POST /in?x=1 HTTP/1.1"
+    # the next request resolves again, to the metadata address: refused, nothing sent
+    reply = client.request("POST", url, b"{}", {}, 2, 4096)
+    assert reply.status is None and reply.error.startswith(
+        "the destination resolves to a link-local or cloud-metadata address")
+    assert len(quick.requests) == 1 and len(resolver.calls) == 2
+
+
+def test_a_name_with_any_refused_address_is_refused():
+    resolver = Answers(["127.0.0.1", "::ffff:169.254.169.254"])
+    reply = Outbound(Policy(), resolver).request("POST", "http://two.test/", b"", {}, 2, 1)
+    assert reply.error.startswith("the destination resolves to a link-local")
+
+
+def test_the_next_address_is_tried_when_one_refuses_the_connection(quick):
+    """localhost may resolve to ::1 first while the workflow listens on 127.0.0.1 only."""
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.2", quick.port))  # bound, not listening: refuses
+        resolver = Answers(["127.0.0.2", "127.0.0.1"])
+        reply = Outbound(Policy(), resolver).request(
+            "POST", f"http://localhost:{quick.port}/in", b"{}", {}, 2, 4096)
+    assert reply.status == 200
+
+
+def test_a_name_that_does_not_resolve_is_no_connection_and_passes_the_check():
+    def nothing(name, port):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+    client = Outbound(Policy(), nothing)
+    client.check("http://not-yet-up.test/")  # its requests fail until it resolves
+    assert client.request("POST", "http://not-yet-up.test/", b"", {}, 2, 1).error \
+        == "no connection"
+
+
+def test_a_resolver_that_hangs_costs_the_deadline_and_no_more():
+    def hangs(name, port):
+        time.sleep(5)
+        return ["127.0.0.1"]
+    started = time.monotonic()
+    reply = Outbound(Policy(), hangs).request("POST", "http://slow-dns.test/", b"", {}, 1, 1)
+    assert reply.error == "timeout" and time.monotonic() - started < 1 + MARGIN
+
+
+@pytest.mark.parametrize("mode", ["status", "headers", "body", "tls"])
+def test_a_trickled_answer_ends_at_the_deadline_as_a_timeout(mode):
+    """The destination sends a byte every 0.25 s (each receive is quick; the whole never
+    ends): the request ends at its 1 s deadline, whichever phase trickles."""
+    sink = TricklingSink(mode)
+    try:
+        url = sink.url.replace("http:", "https:") if mode == "tls" else sink.url
+        started = time.monotonic()
+        reply = Outbound(Policy()).request("POST", url, b"{}", {}, 1, 4096)
+        took = time.monotonic() - started
+        assert (reply.status, reply.error) == (None, "timeout") and took < 1 + MARGIN, took
+        assert took > 0.9  # it was the deadline that ended it, not an error
+    finally:
+        sink.close()
+
+
+def test_a_slow_lookup_and_a_slow_connect_share_the_deadline():
+    """A listener whose accept queue is full drops SYNs: a slow connect, on loopback. After
+    a lookup that took 0.5 s of the 1.5 s, the connect gets what is left, not its own 1.5 s."""
+    with socket.socket() as full:
+        full.bind(("127.0.0.1", 0))
+        full.listen(0)
+        port = full.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port), timeout=2):  # fills the queue
+            def slow(name, port):
+                time.sleep(0.5)
+                return ["127.0.0.1"]
+            started = time.monotonic()
+            reply = Outbound(Policy(), slow).request(
+                "POST", f"http://full.test:{port}/", b"{}", {}, 1.5, 1)
+            took = time.monotonic() - started
+    assert reply.error == "timeout" and 1.4 < took < 1.5 + MARGIN, took
+
+
+def test_a_kept_alive_connection_is_watched_again_at_its_next_request():
+    """The first request is quick and leaves its connection open; the second, on the same
+    connection, trickles: it is cut at its own deadline."""
+    sink = TricklingSink("quick")
+    try:
+        client = Outbound(Policy())
+        assert client.request("POST", sink.url, b"{}", {}, 2, 4096).status == 200
+        sink.mode = "headers"
+        started = time.monotonic()
+        # the sink serves one request per connection: a reused one answers nothing, a new
+        # one trickles; either way the deadline ends it
+        assert client.request("POST", sink.url, b"{}", {}, 1, 4096).error in (
+            "timeout", "no connection")
+        assert time.monotonic() - started < 1 + MARGIN
+    finally:
+        sink.close()
