@@ -57,3 +57,14 @@ def test_serve_reinstalls_when_the_venv_lost_keystore(tmp_path):
     _serve(checkout)
     (checkout / ".venv" / "bin" / "keystore").unlink()
     assert any("-e ." in c for c in _serve(checkout))
+
+
+def test_schemathesis_run_from_the_checkout_keeps_no_cache_in_it(monkeypatch):
+    """Its cache (and its crash files) would be written to .schemathesis/ in the checkout and
+    left there untracked (issue 25): schemathesis.toml at the top turns it off, for the
+    fuzz tests and for `st run` started anywhere in the checkout."""
+    from schemathesis.config import SchemathesisConfig
+    monkeypatch.chdir(ROOT / "tests" / "fuzz")  # found from a folder below, as from the top
+    config = SchemathesisConfig.discover()
+    assert config.config_path == str(ROOT / "schemathesis.toml")
+    assert config.cache.enabled is False
