@@ -20,6 +20,7 @@ BESIDE = {"errors", "settings", "logs"}  # any layer may import these (they impo
 WIRING = {"app", "cli", "cli_hooks", "cli_numbers", "server", "gunicorn_conf", "gateway",
           "config_report"}
 WIRING |= {"sealing_keys"}  # a process's sealing keys, checked against its database
+WIRING |= {"slow_clients"}  # server.py's worker: deadlines for slow clients (gunicorn)
 SQL = {"storage.tables", "storage.sql", "storage.db"}  # only storage/ (and wiring) use them
 
 
