@@ -18,6 +18,7 @@ from keystore_service.domain import records as domain
 from keystore_service.domain.records import Action, Micros, Outcome, Record, State, Verdict
 from keystore_service.domain.upkeep import claim_changes
 from keystore_service.service.counting import RepeatCounts
+from keystore_service.service.fencing import lease_lost
 from keystore_service.service.grouping import Groups
 from keystore_service.storage.accounts import hash_token
 from keystore_service.storage.records import RecordStore, new_record_values
@@ -332,18 +333,21 @@ class KeyStoreService:
     def _holder_call(self, tenant_id: int, scope: str, key: str, lease_token: str,
                      decide, resolution: str) -> Record:
         """The holder settles or revives its attempt; that closes a stale_lease review."""
-        now, token_hash = self.clock(), hash_token(lease_token)
+        now = self.clock()
         return self.through_outages(lambda: self._holder_rounds(
-            tenant_id, scope, key, token_hash, decide, resolution, now))
+            tenant_id, scope, key, lease_token, decide, resolution, now))
 
-    def _holder_rounds(self, tenant_id: int, scope: str, key: str, token_hash: str, decide,
+    def _holder_rounds(self, tenant_id: int, scope: str, key: str, lease_token: str, decide,
                        resolution: str, now: Micros) -> Record:
+        token_hash = hash_token(lease_token)
         for _ in range(ROUNDS):
             with self.records.transaction() as cur:
                 seen = self.records.get(tenant_id, scope, key, cur)
                 verdict, changes, ended = decide(seen, token_hash, now)
                 if verdict is Verdict.ALREADY_DONE:
                     return seen
+                if verdict is Verdict.LEASE_LOST:  # says why: never held, replaced, released
+                    raise lease_lost(seen, lease_token, token_hash)
                 if verdict is not Verdict.APPLY:
                     raise _verdict_error(verdict, seen, now)
                 new = self.records.compare_and_set(seen, changes, cur, ended)

@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from keystore_service.domain import versions
+from keystore_service.service.fencing import LEASE_TOKEN_PATTERN
 from keystore_service.settings import MAX_LEASE_SECONDS, MAX_TTL_SECONDS
 from keystore_service.web.queries import Cursor, QueryInt, ReportDay
 
@@ -117,7 +118,7 @@ def _not_weak(token: str) -> str:
     return token
 
 
-ProposedToken = Annotated[str, StringConstraints(pattern=r"^lt_[A-Za-z0-9_-]{22,64}$"),
+ProposedToken = Annotated[str, StringConstraints(pattern=LEASE_TOKEN_PATTERN),
                           AfterValidator(_not_weak), Field(description=(
                               "A lease token the client made: lt_ and 22-64 of A-Z a-z 0-9 _ -"
                               ", at least 128 random bits. Repeating the claim with it resumes"
