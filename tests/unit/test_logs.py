@@ -56,3 +56,15 @@ def test_an_exception_is_logged_without_its_message_causes_included():
 def test_request_ids_from_callers_are_short_printable_words(given, kept):
     rid = logs.request_id(given)
     assert (rid == given) is kept and rid.isascii() and len(rid) <= 64
+
+
+@pytest.mark.parametrize("path,shown", [
+    ("/hooks/lv7tQG_iM-umZSpb1AnF8tZ_qfhOEF5s6-oyzKijDrw", "/hooks/lv7t\u2026"),
+    ("/hooks/lv7tQG_iM/x", "/hooks/lv7t\u2026"), ("//HOOKS/lv7tQG_iM", "//HOOKS/lv7t\u2026"),
+    ("/x/hooks/abcdef", "/x/hooks/abcd\u2026"), ("/hooks/ab", "/hooks/ab\u2026"),
+    ("/hooks/", "/hooks/"), ("/v1/claim", "/v1/claim"), ("/ui/hooks", "/ui/hooks"),
+    ("/\u0130\u0130/hooks/abcdef", "/\u0130\u0130/hooks/abcd\u2026"),  # lower() grows İ
+])
+def test_an_ingest_id_in_a_path_shows_at_most_4_characters(path, shown):
+    """Issue 25, item 11: an ingest id is a credential (an unsigned source's only one)."""
+    assert logs.path_shown(path) == shown
