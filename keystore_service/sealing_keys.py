@@ -68,8 +68,8 @@ def _key_file(settings: Settings, check: CheckStore) -> tuple[Optional[str], str
               "not set")
     if not settings.secret_key_file and not path.exists():
         if check.get() is not None or check.sealed_samples():
-            return None, ("KEYSTORE_SECRET_KEY is not set, and no key file was made beside "
-                          "the database: it holds secrets sealed with another key")
+            return None, ("KEYSTORE_SECRET_KEY is not set; no key file was made beside the "
+                          "database, as it holds sealed secrets")
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         except FileExistsError:

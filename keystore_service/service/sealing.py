@@ -37,18 +37,24 @@ class CheckStore(Protocol):
     def sealed_samples(self) -> list[str]: ...
 
 
-class KeysRefused(Unavailable):
+class _KeysMissing(Unavailable):
+    """503 `unavailable` that is not a database outage (not counted as one in metrics).
+    Retry-After 60, not the outage's 1: a person mends it, by a key and a restart."""
+
+    from_database = False
+
+    def __init__(self, message: str, *, details: Optional[dict] = None):
+        super().__init__(message, details=details, headers={"Retry-After": "60"})
+
+
+class KeysRefused(_KeysMissing):
     """This process's sealing keys cannot open the database's check value (or, before
     there is one, any of its sealed sources): it seals nothing. 503: the request was fine,
     the process is misconfigured. The message names the setting, never a key."""
 
-    from_database = False  # not a database outage (metrics)
 
-
-class SourceBroken(Unavailable):
+class SourceBroken(_KeysMissing):
     """A source whose secrets no configured key opens (sealed with a key since removed)."""
-
-    from_database = False
 
 
 class Sealer:

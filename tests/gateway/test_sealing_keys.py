@@ -136,8 +136,9 @@ def test_a_source_no_configured_key_opens_is_broken_and_nothing_else_is(
                                 token_cache_seconds=0), clock)
     http = Http(after.test_client(), gw.token)
     try:
-        status, body, _ = deliver(http, old)
+        status, body, headers = deliver(http, old)
         assert status == 503 and body["error"]["code"] == "unavailable", body
+        assert headers["Retry-After"] == "60"  # a person mends it, not the next second
         assert "Traceback" not in str(body) and OTHER not in str(body)
         assert deliver(http, fine)[0] == 202
         status, body, _ = http.get("/v1/sources")
@@ -172,3 +173,19 @@ def test_keys_that_are_not_keys_are_refused_by_name(database_url, value, tmp_pat
         assert got.returncode != 0 and SETTING in got.stderr and "Traceback" not in got.stderr
     else:
         assert "Traceback" not in got.stderr
+
+
+def test_two_first_seals_with_different_keys_at_once_agree_on_one(database_url, gw_app, op):
+    """Nothing sealed yet; two shells create a source at the same moment, each with its own
+    key: the first check value written wins, the other command refuses (either order)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KEYSTORE_SECRET_KEY")}
+    procs = [subprocess.Popen(
+        [KEYSTORE, "source", "create", "--tenant", "acme", "--name", f"s{n}", "--provider",
+         "stripe", "--secret", "whsec_x", "--destination", "http://127.0.0.1:9/x"],
+        env={**env, "KEYSTORE_DATABASE_URL": database_url, "KEYSTORE_SECRET_KEY": key},
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for n, key in enumerate((KEY, OTHER))]
+    done = [(p.wait(timeout=60), p.stderr.read()) for p in procs]
+    assert sorted(code for code, _ in done) == [0, 1], done
+    assert all(SETTING in err for code, err in done if code), done
+    assert "Traceback" not in "".join(err for _, err in done)
