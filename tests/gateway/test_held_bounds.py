@@ -5,6 +5,7 @@ to 64 KiB; every page counts kept bodies and headers toward its 4 MiB bound."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 from sqlalchemy import func, select
 
@@ -90,7 +91,6 @@ def test_pages_of_reviews_count_what_they_keep(gw_app, gw, sink):
 def test_a_listing_of_deliveries_reads_no_headers(gw_app, gw, sink):
     """20 events sent with 720 KB of headers each: the listing (which shows no headers) read
     all 14 MB of them; the page's work stays small whatever the events' headers."""
-    import tracemalloc
     source = create_source(gw, gw.token, sink.url)
     path = "/hooks/" + source["ingest_url"].rsplit("/", 1)[1]
     for n in range(20):
