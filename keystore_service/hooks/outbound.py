@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -36,6 +37,7 @@ CHECK_LOOKUP_SECONDS = 5  # a source's create or PATCH waits this long for its n
 LOOKUP_THREADS = 8  # lookups at once; more wait their turn (within their deadline)
 MAX_POOLS = 64  # (address, name) pairs kept with their connections, the least used dropped
 POOL_SIZE = 256  # kept-alive connections per pool: the relay's highest concurrency
+PARSED_URLS = 1_000  # URLs kept parsed (and IP literals checked), as Forwarding's routes
 
 
 def system_resolver(name: str, port: int) -> list[str]:
@@ -64,6 +66,8 @@ class Outbound:
         self.deadlines = Deadlines()
         self._lookups = ThreadPoolExecutor(LOOKUP_THREADS, thread_name_prefix="keystore-dns")
         self._pools: OrderedDict[tuple, urllib3.HTTPConnectionPool] = OrderedDict()
+        self._lock = threading.Lock()
+        self._parsed: dict[str, Any] = {}  # a URL: its Target, or why it is refused
 
     def check(self, url: str) -> None:
         """Refused for a URL the service will not send to (at a source's create and PATCH).
@@ -83,10 +87,11 @@ class Outbound:
         no redirects followed, no proxy, up to `keep` bytes of the answer read."""
         deadline = time.monotonic() + timeout
         try:
-            target = destinations.parse(url)
+            target = self._parse(url)
             addresses = self._addresses(target, deadline)
-            for address in addresses:
-                self.policy.check(_ip(address))
+            if target.ip is None:  # an IP literal was checked once, in _parse
+                for address in addresses:
+                    self.policy.check(_ip(address))
         except Refused as exc:
             return Reply(None, {}, b"", str(exc))
         except LookupTimeout:
@@ -101,6 +106,25 @@ class Outbound:
                     bound.left() <= 0:
                 return reply
         raise AssertionError("a target has at least one address")  # pragma: no cover
+
+    def _parse(self, url: str) -> Target:
+        """destinations.parse(url), and the policy's check of an IP literal, once per URL:
+        ~18 us of a forward's ~250 us of CPU (docs/benchmarks.md), the same at every forward
+        of a source. A refusal is kept too: a refused URL is refused again at no cost."""
+        found = self._parsed.get(url)
+        if found is None:
+            try:
+                found = destinations.parse(url)
+                if found.ip is not None:
+                    self.policy.check(found.ip)
+            except Refused as exc:
+                found = str(exc)
+            if len(self._parsed) >= PARSED_URLS:
+                self._parsed.clear()
+            self._parsed[url] = found
+        if isinstance(found, str):
+            raise Refused(found)
+        return found
 
     def _addresses(self, target: Target, deadline: float) -> list[str]:
         if target.ip is not None:  # an IP literal: no lookup
@@ -143,10 +167,18 @@ class Outbound:
 
     def _pool(self, target: Target, address: str) -> urllib3.HTTPConnectionPool:
         key = (target.scheme, address, target.port, target.host)
-        pool = self._pools.get(key)
-        if pool is not None:
-            self._pools.move_to_end(key)
+        with self._lock:  # the relay's threads share the pools
+            pool = self._pools.get(key)
+            if pool is not None:
+                self._pools.move_to_end(key)
+                return pool
+            pool = self._new_pool(target, address)
+            self._pools[key] = pool
+            if len(self._pools) > MAX_POOLS:  # in-flight requests finish; then it closes
+                self._pools.popitem(last=False)[1].close()
             return pool
+
+    def _new_pool(self, target: Target, address: str) -> urllib3.HTTPConnectionPool:
         common = dict(port=target.port, maxsize=POOL_SIZE, block=False, retries=False,
                       deadlines=self.deadlines)
         if target.scheme == "https":
@@ -158,9 +190,6 @@ class Outbound:
         else:
             pool = urllib3.HTTPConnectionPool(address, **common)
             pool.ConnectionCls = _WatchedHTTP
-        self._pools[key] = pool
-        if len(self._pools) > MAX_POOLS:
-            self._pools.popitem(last=False)[1].close()
         return pool
 
 
@@ -192,7 +221,11 @@ class _Watched:
 
     def _new_conn(self) -> socket.socket:
         sock = super()._new_conn()  # type: ignore[misc]
-        self._watched_for = self._deadlines.watch(sock)
+        try:
+            self._watched_for = self._deadlines.watch(sock)
+        except OSError:  # no descriptor left for the watch: no connection, none leaked
+            sock.close()
+            raise
         return sock
 
     def request(self, *args: Any, **kwargs: Any) -> None:
