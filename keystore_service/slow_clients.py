@@ -202,10 +202,11 @@ class DeadlineWorker(ThreadWorker):
             return super().enqueue_req(conn)
         buffered = conn.parser.unreader.take_buffered() if conn.parser else b""
         conn.head = bytearray(buffered)
+        conn.head_deadline = time.monotonic() + self.header_timeout
         if head_complete(conn.head, self.head_cap, self.line_limit):
             return self._dispatch(conn)
         conn.sock.setblocking(False)
-        self.heads[conn] = time.monotonic() + self.header_timeout
+        self.heads[conn] = conn.head_deadline
         self.poller.register(conn.sock, selectors.EVENT_READ,
                              partial(self._on_head_readable, conn))
         self._on_head_readable(conn, None)  # a kept-alive connection has its bytes waiting
@@ -269,13 +270,13 @@ class DeadlineWorker(ThreadWorker):
             try:
                 conn.sock.setblocking(True)
                 conn.init()
-            except Exception:  # noqa: BLE001 - gunicorn's own handling, as it would have
-                return super().handle(conn)
+            except OSError:  # the client is gone already: the connection closes
+                return False
             unreader = conn.parser.unreader
             if not isinstance(unreader.sock, Clocked):
                 unreader.sock = Clocked(unreader.sock)
             unreader.sock.in_body = False
-            unreader.sock.deadline = time.monotonic() + self.header_timeout
+            unreader.sock.deadline = conn.head_deadline
             unreader.unread(bytes(conn.head))
             del conn.head
         return super().handle(conn)

@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
+import resource
 import selectors
+import signal
 import socket
+import subprocess
 import threading
 import time
 
@@ -15,7 +19,7 @@ import pytest
 import requests
 
 from keystore_service.storage import migrate
-from tests.support import Server, new_token
+from tests.support import KEYSTORE, Server, free_port, new_token
 
 TRICKLERS = 1000
 HEADER_SECONDS = 8  # long enough for the checks below to run while every trickler is open
@@ -277,3 +281,52 @@ def test_a_client_gone_mid_head_and_an_idle_one_leave_no_trace(slow_server):
     assert requests.get(s.url + "/healthz", timeout=ANSWER_SECONDS).status_code == 200
     text = s.log.read_text()
     assert "Traceback" not in text and "error handling" not in text
+
+
+def test_a_low_ulimit_means_fewer_connections_not_running_out(tmp_path):
+    """With `ulimit -n` 512 (soft and hard), a worker takes fewer connections, says so once,
+    and 700 tricklers leave it alive (no EMFILE in accept), answering once they are cut."""
+    url = f"sqlite:///{tmp_path}/keystore.db"
+    migrate.upgrade(url)
+    port, log = free_port(), tmp_path / "server.log"
+    env = {**os.environ, "KEYSTORE_DATABASE_URL": url, "KEYSTORE_HEADER_TIMEOUT_SECONDS": "3"}
+    with open(log, "ab") as out:
+        proc = subprocess.Popen(
+            [KEYSTORE, "serve", "--port", str(port), "--workers", "1", "--threads", "4"],
+            env=env, stdout=out, stderr=out, start_new_session=True,
+            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512)))
+    tricklers = None
+    try:
+        _wait_ready(f"http://127.0.0.1:{port}", proc)
+        worker = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                                text=True).stdout.split()
+        tricklers = Tricklers(port, 700)
+        deadline, status = time.monotonic() + 20, None
+        while time.monotonic() < deadline and status != 200:
+            try:
+                status = requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code
+            except requests.RequestException:
+                pass
+        assert status == 200
+        assert subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
+                              text=True).stdout.split() == worker  # the same worker, alive
+    finally:
+        if tricklers:
+            tricklers.close()
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(20)
+    text = log.read_text()
+    assert "ulimit -n is 512: this worker holds at most 256 connections" in text, text[-2000:]
+    assert "Too many open files" not in text and "Traceback" not in text, text[-2000:]
+
+
+def _wait_ready(url: str, proc: subprocess.Popen) -> None:
+    for _ in range(300):  # 30 s
+        assert proc.poll() is None, "keystore serve exited"
+        try:
+            if requests.get(url + "/readyz", timeout=1).status_code == 200:
+                return
+        except requests.RequestException:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("keystore serve did not become ready")
