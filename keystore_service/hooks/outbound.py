@@ -140,9 +140,11 @@ class Outbound:
         left = bound.left()
         if left <= 0:
             return Reply(None, {}, b"", "timeout")
+        sent = {k: v for k, v in headers.items() if k.lower() != "host"}
+        sent["Host"] = target.host_header  # the URL's host, whatever a caller put in headers
         try:
             resp = pool.urlopen(
-                method, target.path, body=body, headers={**headers, "Host": target.host_header},
+                method, target.path, body=body, headers=sent,
                 timeout=urllib3.Timeout(connect=min(CONNECT_SECONDS, left), read=left),
                 redirect=False, retries=False, preload_content=False, assert_same_host=False)
             try:

@@ -61,7 +61,8 @@ def app_with(database_url, mode):
 
 @pytest.mark.parametrize("mode,refused", [
     ("any", []),
-    ("private", ["http://127.0.0.1:5678/", "http://[::1]/", "http://0.0.0.0/",
+    ("private", ["http://127.0.0.1:5678/", "http://localhost:5678/", "http://[::1]/",
+                 "http://0.0.0.0/",
                  "http://[::ffff:127.0.0.1]/", "http://[::]/"]),
     ("public", ["http://127.0.0.1:5678/", "http://10.0.0.7/", "http://192.168.1.2/",
                 "http://[fd12::1]/", "http://[::ffff:10.0.0.7]/", "http://100.64.0.1/"]),
@@ -85,6 +86,17 @@ def test_the_modes_at_create(database_url, mode, refused):
         create_source(http, http.token, allowed)
     finally:
         app.extensions["keystore"].database.engine.dispose()
+
+
+def test_a_name_that_resolves_to_a_refused_address_is_400(gw, monkeypatch):
+    real = socket.getaddrinfo
+    monkeypatch.setattr(socket, "getaddrinfo", lambda host, *a, **k: real(
+        "169.254.169.254" if host == "metadata.test" else host, *a, **k))
+    status, body, _ = gw.post("/v1/sources", {
+        "name": "bad", "provider": "testing", "secrets": ["s"],
+        "destination": {"url": "http://metadata.test/latest/meta-data/"}})
+    assert status == 400 and "link-local or cloud-metadata" in body["error"]["message"]
+    assert "169.254" not in body["error"]["message"]  # the address it resolved to is not told
 
 
 def test_a_refused_address_at_the_forward_is_a_final_failure(gw, gw_app, sink, forwarding):

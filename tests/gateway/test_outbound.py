@@ -59,6 +59,14 @@ def test_a_name_is_looked_up_once_and_connected_to_as_checked(quick):
     assert len(quick.requests) == 1 and len(resolver.calls) == 2
 
 
+def test_the_host_header_is_the_urls_whatever_the_caller_gives(quick):
+    reply = Outbound(Policy()).request("POST", quick.url, b"{}",
+                                       {"host": "169.254.169.254", "HOST": "x"}, 2, 4096)
+    assert reply.status == 200
+    assert quick.requests[0]["host"] == f"127.0.0.1:{quick.port}"
+    assert quick.requests[0]["head"].lower().count("\r\nhost:") == 1
+
+
 def test_a_name_with_any_refused_address_is_refused():
     resolver = Answers(["127.0.0.1", "::ffff:169.254.169.254"])
     reply = Outbound(Policy(), resolver).request("POST", "http://two.test/", b"", {}, 2, 1)

@@ -95,7 +95,7 @@ def _request(conn: socket.socket) -> Optional[dict]:
         if not part:
             return None
         body += part
-    headers["request-line"] = lines[0]
+    headers["request-line"], headers["head"] = lines[0], head.decode("latin-1")
     return headers
 
 
