@@ -59,10 +59,12 @@ def started(database_url: str, args: list[str], key: str, within: float = 40):
 
 
 def test_a_command_with_another_key_refuses_to_seal_and_names_the_setting(
-        database_url, gw, sink):
+        database_url, gw, sink, backend):
     create_source(gw, gw.token, sink.url)
     refused = create_on_cli(database_url, "second-shell", OTHER)
     assert refused.returncode == 1, refused.stderr
+    if backend == "sqlite":  # no key file beside the database either
+        assert not Path(database_url.removeprefix("sqlite:///")).with_suffix(".key").exists()
     assert SETTING in refused.stderr and "Traceback" not in refused.stderr
     assert OTHER not in refused.stderr + refused.stdout and KEY not in refused.stderr
     assert "/hooks/" not in refused.stdout  # no ingest URL printed for a source never made
