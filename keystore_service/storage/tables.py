@@ -320,7 +320,6 @@ hook_events = Table(
     Column("body_dropped_at", BigInteger, nullable=True),
     CheckConstraint("state IN ('queued', 'delivering', 'delivered', 'failed')", name="state"),
     CheckConstraint("state <> 'delivering' OR lease_until IS NOT NULL", name="lease"),
-    Index(None, "state", "next_attempt_at"),
     Index(None, "source_id", "state", "next_attempt_at"),  # a source's due events (take)
     Index(None, "tenant_id", "received_at"),
 )
