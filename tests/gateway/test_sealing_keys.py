@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 from cryptography.fernet import Fernet
+from sqlalchemy import delete
 
 from keystore_service.app import create_app
 from keystore_service.settings import Settings
+from keystore_service.storage.tables import sealing_check
 from tests.support import KEYSTORE, T0, Http, free_port
 
 from .support import KEY, create_source
@@ -191,3 +193,18 @@ def test_two_first_seals_with_different_keys_at_once_agree_on_one(database_url, 
     assert sorted(code for code, _ in done) == [0, 1], done
     assert all(SETTING in err for code, err in done if code), done
     assert "Traceback" not in "".join(err for _, err in done)
+
+
+def test_a_database_sealed_before_check_values_adopts_the_keys_that_open_it(
+        database_url, gw_app, gw, sink):
+    """A database of a release without check values (its row removed here): keys that open
+    none of its sources do not start; the first process whose keys open one writes it."""
+    create_source(gw, gw.token, sink.url)
+    with gw_app.extensions["keystore"].database.engine.begin() as conn:
+        conn.execute(delete(sealing_check))
+    code, err = started(database_url, ["relay"], OTHER)
+    assert code == 1 and SETTING in err and "open none" in err, err
+    code, err = started(database_url, ["relay", "--progress", "0"], KEY, within=8)
+    assert code is None and "forwarding as" in err, err  # it wrote the check value first
+    refused = create_on_cli(database_url, "second-shell", OTHER)
+    assert refused.returncode == 1 and "check value" in refused.stderr, refused.stderr
