@@ -151,3 +151,66 @@ def test_a_kept_alive_connection_is_watched_again_at_its_next_request():
         assert time.monotonic() - started < 1 + MARGIN
     finally:
         sink.close()
+
+
+def _certificate(tmp_path, name: str) -> tuple[str, str]:
+    """A self-signed certificate for `name` (its own CA) and its key, as files."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(subject).issuer_name(subject)
+            .public_key(key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(hours=1))
+            .not_valid_after(now + datetime.timedelta(hours=1))
+            .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+            .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+            .sign(key, hashes.SHA256()))
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(key.private_bytes(serialization.Encoding.PEM,
+                                           serialization.PrivateFormat.PKCS8,
+                                           serialization.NoEncryption()))
+    return str(cert_file), str(key_file)
+
+
+def test_tls_to_the_checked_address_keeps_the_names_sni_and_certificate(tmp_path):
+    """https://tls.test/ resolved to 127.0.0.1: the connection goes to the address, the TLS
+    server name and the certificate check are tls.test's; a name the certificate does not
+    carry fails (no connection), as it would without the address pinned."""
+    import ssl
+    import threading
+    cert, key = _certificate(tmp_path, "tls.test")
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    names: list = []
+    context.sni_callback = lambda sock, name, ctx: names.append(name)
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def serve():
+        while True:
+            try:
+                raw, _ = server.accept()
+            except OSError:
+                return
+            try:
+                with context.wrap_socket(raw, server_side=True) as conn:
+                    conn.recv(65536)
+                    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            except (OSError, ssl.SSLError):
+                pass
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        client = Outbound(Policy(), Answers(["127.0.0.1"]), ca_certs=cert)
+        reply = client.request("POST", f"https://tls.test:{port}/", b"{}", {}, 5, 4096)
+        assert (reply.status, reply.body) == (200, b"ok") and names == ["tls.test"], reply
+        reply = client.request("POST", f"https://other.test:{port}/", b"{}", {}, 5, 4096)
+        assert reply.error == "no connection" and names[-1] == "other.test"
+    finally:
+        server.close()
