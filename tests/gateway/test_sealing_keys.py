@@ -165,6 +165,14 @@ def test_a_source_no_configured_key_opens_is_broken_and_nothing_else_is(
         assert sorted(o or "" for o in outcomes) == ["delivered", "retry"], outcomes
         status, body, _ = http.get("/v1/deliveries", event_id="evt_before")
         assert body["deliveries"][0]["state"] == "queued"
+        # a process still on the old key alone seals nothing through the API either
+        status, body, headers = Http(gw_app.test_client(), gw.token).post("/v1/sources", {
+            "name": "late", "provider": "testing", "secrets": ["s"],
+            "destination": {"url": sink.url}})
+        assert status == 503 and body["error"]["details"] == {
+            "reason": "secret_key_mismatch", "setting": SETTING}, body
+        assert headers["Retry-After"] == "60" and KEY not in str(body)
+        assert http.get("/v1/sources/late")[0] == 404
     finally:
         for a in (rotating, after):
             a.extensions["keystore"].database.engine.dispose()
