@@ -24,7 +24,8 @@ from typing import Any, Optional
 
 import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.exceptions import HTTPError, NewConnectionError, ProtocolError, SSLError
+from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError, \
+    ProtocolError, SSLError
 from urllib3.exceptions import TimeoutError as Timeout
 
 from keystore_service.hooks import destinations
@@ -57,6 +58,7 @@ class Reply:
     headers: Any  # the answer's headers (a case-insensitive mapping), {} without an answer
     body: bytes
     error: Optional[str]
+    sent: bool = True  # False: refused or not connected before any byte of the request left
 
 
 class Outbound:
@@ -93,17 +95,17 @@ class Outbound:
                 for address in addresses:
                     self.policy.check(_ip(address))
         except Refused as exc:
-            return Reply(None, {}, b"", str(exc))
+            return Reply(None, {}, b"", str(exc), sent=False)
         except LookupTimeout:
-            return Reply(None, {}, b"", "timeout")
-        except (OSError, UnicodeError):
-            return Reply(None, {}, b"", "no connection")  # the name does not resolve
+            return Reply(None, {}, b"", "timeout", sent=False)
+        except (OSError, UnicodeError):  # the name does not resolve
+            return Reply(None, {}, b"", "no connection", sent=False)
         for n, address in enumerate(addresses):
             with self.deadlines.bound(deadline) as bound:
                 reply = self._send(self._pool(target, address), target, method, body,
                                    headers, bound, keep)
-            if reply.error != "no connection" or n == len(addresses) - 1 or \
-                    bound.left() <= 0:
+            # the next address only when this one took nothing: never a request twice
+            if reply.sent or n == len(addresses) - 1 or bound.left() <= 0:
                 return reply
         raise AssertionError("a target has at least one address")  # pragma: no cover
 
@@ -139,7 +141,7 @@ class Outbound:
               body: bytes, headers: dict[str, str], bound: Bound, keep: int) -> Reply:
         left = bound.left()
         if left <= 0:
-            return Reply(None, {}, b"", "timeout")
+            return Reply(None, {}, b"", "timeout", sent=False)
         sent = {k: v for k, v in headers.items() if k.lower() != "host"}
         sent["Host"] = target.host_header  # the URL's host, whatever a caller put in headers
         try:
@@ -157,7 +159,10 @@ class Outbound:
                 return Reply(None, {}, b"", "timeout")
             return Reply(resp.status, resp.headers, raw, None)
         except NewConnectionError:  # before Timeout: urllib3 makes it one (compatibility)
-            return Reply(None, {}, b"", "timeout" if bound.left() <= 0 else "no connection")
+            return Reply(None, {}, b"", "timeout" if bound.left() <= 0 else "no connection",
+                         sent=False)
+        except ConnectTimeoutError:  # nothing was sent either
+            return Reply(None, {}, b"", "timeout", sent=False)
         except Timeout:
             return Reply(None, {}, b"", "timeout")
         except (ProtocolError, SSLError, HTTPError, OSError, ValueError) as exc:

@@ -83,6 +83,19 @@ def test_the_next_address_is_tried_when_one_refuses_the_connection(quick):
     assert reply.status == 200
 
 
+def test_the_next_address_is_not_tried_once_a_request_went_out(quick):
+    """An address that took the request and closed without an answer may have acted on it:
+    the request is not sent again to the name's next address (the relay's retry follows)."""
+    drop = TricklingSink("drop", "127.0.0.2", quick.port)
+    try:
+        reply = Outbound(Policy(), Answers(["127.0.0.2", "127.0.0.1"])).request(
+            "POST", f"http://two.test:{quick.port}/in", b"{}", {}, 2, 4096)
+        assert (reply.error, reply.sent) == ("no connection", True)
+        assert len(drop.requests) == 1 and quick.requests == []
+    finally:
+        drop.close()
+
+
 def test_a_name_that_does_not_resolve_is_no_connection_and_passes_the_check():
     def nothing(name, port):
         raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")

@@ -21,6 +21,7 @@ HEADS = {
     # a TLS record header (handshake, TLS 1.2, 80 bytes follow), then those bytes slowly
     "tls": (b"\x16\x03\x03\x00\x50", b"\x02" * 80),
     "quick": (b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", b""),
+    "drop": (b"", b""),  # the request read, then the connection closed: no answer
 }
 
 
