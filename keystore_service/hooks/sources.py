@@ -4,6 +4,7 @@ destination moved), disable (the ingest URL answers 404; accepted events still g
 from __future__ import annotations
 
 import json
+import re
 import secrets
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from keystore_service.service.sealing import Sealer, SourceBroken
 from keystore_service.storage.sources import Queue, Source, SourceStore
 
 DAY = 86_400
+NAME = re.compile(r"[a-z0-9_-]{1,64}")  # a source's name (web/hook_schemas.SourceName)
 INGEST_ID_BYTES = 32  # 43 URL-safe characters: the contract asks for 32+ random ones
 
 
@@ -147,7 +149,8 @@ class Sources:
         return self.get(tenant_id, name)
 
     def _named(self, tenant_id: int, name: str) -> Source:
-        source = self.store.named(tenant_id, name)
+        # a name no source can have is not looked up (PostgreSQL refuses a NUL in a query)
+        source = self.store.named(tenant_id, name) if NAME.fullmatch(name) else None
         if source is None:
             raise errors.NotFound(f"no source named {name!r}")
         return source

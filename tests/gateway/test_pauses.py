@@ -171,12 +171,19 @@ def test_resume_is_an_operators_and_only_of_its_own_tenant(gw, op, sink):
     status, body, _ = gw.post("/v1/sources/shop/resume", token=op["client"])
     assert status == 403 and body["error"]["code"] == "forbidden"
     other = Http(gw.client, op["globex"])
-    for http, name in ((other, "shop"), (gw, "nope"), (gw, "Shop"), (gw, "%2e%2e")):
+    for http, name in ((other, "shop"), (gw, "nope"), (gw, "Shop"), (gw, "%2e%2e"),
+                       (gw, "shop%0d%0aX-Injected:%201"), (gw, "shop%00"), (gw, "%E6%9D%B1")):
         status, body, _ = http.post(f"/v1/sources/{name}/resume")
         assert status == 404 and body["error"]["code"] == "not_found", name
         assert set(body["error"]) == {"code", "message", "details"}
-    status, body, _ = gw.post("/v1/sources/" + "a" * 5000 + "/resume")
+    status, body, headers = gw.post("/v1/sources/" + "a" * 5000 + "/resume")
     assert status == 404 and body["error"]["code"] == "not_found"
+    assert "X-Injected" not in headers
+    r = gw.client.get("/v1/sources/shop/resume", headers=gw._auth(...))
+    assert r.status_code == 405 and r.get_json()["error"]["code"] == "method_not_allowed"
+    status, body, _ = gw.post("/v1/sources/shop/resume", raw=b'{"until": ', headers={
+        "Content-Type": "application/json"})  # a body is not read: nothing to refuse
+    assert status == 200 and body["source"]["paused_until"] is None
 
 
 def test_resume_on_the_command_line(database_url, gw, sink, forwarding, clock):
@@ -266,3 +273,17 @@ def test_an_upgrade_cuts_a_pause_stored_before_the_bound(tmp_path):
     engine.dispose()
     assert bound == 3600
     assert before * 1e6 + HOUR <= until <= time.time() * 1e6 + HOUR
+
+
+@pytest.mark.parametrize("name", ["shop%00", "%00", "sh%00op"])
+def test_a_nul_in_a_sources_name_is_not_found_on_every_endpoint(gw, sink, name):
+    """PostgreSQL refuses a NUL in a query: the name was looked up anyway and answered 500
+    on GET, PATCH, DELETE and resume of /v1/sources/<name>."""
+    create_source(gw, gw.token, sink.url)
+    auth = gw._auth(...)
+    for r in (gw.client.get(f"/v1/sources/{name}", headers=auth),
+              gw.client.patch(f"/v1/sources/{name}", json={"max_in_flight": 1}, headers=auth),
+              gw.client.delete(f"/v1/sources/{name}", headers=auth),
+              gw.client.post(f"/v1/sources/{name}/resume", headers=auth)):
+        assert r.status_code == 404 and r.get_json()["error"]["code"] == "not_found"
+    assert shown(gw)["state"] == "active" and shown(gw)["max_in_flight"] == 4
