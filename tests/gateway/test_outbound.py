@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from keystore_service.hooks.destinations import Policy
+from keystore_service.hooks.destinations import Policy, Refused
 from keystore_service.hooks.outbound import Outbound
 
 from .trickling_sink import TricklingSink
@@ -45,7 +45,7 @@ def test_a_name_is_looked_up_once_and_connected_to_as_checked(quick):
     """A name that resolves to an allowed address for the check and to the metadata address
     the next time: the request goes to the address checked, with the URL's Host."""
     resolver = Answers(["127.0.0.1"], ["169.254.169.254"])
-    client = Outbound(Policy(), resolver)
+    client = Outbound(Policy(), resolver, lookup_keep_seconds=0)  # every answer fresh
     url = f"http://Rebind.Test:{quick.port}/in?x=1"
     reply = client.request("POST", url, b"{}", {}, 2, 4096)
     assert reply.status == 200 and resolver.calls == ["rebind.test"]
@@ -65,6 +65,21 @@ def test_the_host_header_is_the_urls_whatever_the_caller_gives(quick):
     assert reply.status == 200
     assert quick.requests[0]["host"] == f"127.0.0.1:{quick.port}"
     assert quick.requests[0]["head"].lower().count("\r\nhost:") == 1
+
+
+def test_a_names_answer_is_used_again_for_a_moment_and_checked_each_time(quick):
+    resolver = Answers(["127.0.0.1"])
+    client = Outbound(Policy(), resolver)
+    url = f"http://kept.test:{quick.port}/in"
+    assert [client.request("POST", url, b"{}", {}, 2, 4096).status for _ in range(3)] \
+        == [200] * 3
+    assert resolver.calls == ["kept.test"]  # one lookup for three forwards within 2 s
+    client.policy = Policy("private")  # each use is checked again
+    assert client.request("POST", url, b"{}", {}, 2, 4096).error.startswith(
+        "the destination resolves to a loopback address")
+    with pytest.raises(Refused):
+        client.check(url)
+    assert len(resolver.calls) == 2  # a source's check asks afresh
 
 
 def test_a_name_with_any_refused_address_is_refused():
