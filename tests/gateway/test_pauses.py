@@ -287,3 +287,31 @@ def test_a_nul_in_a_sources_name_is_not_found_on_every_endpoint(gw, sink, name):
               gw.client.post(f"/v1/sources/{name}/resume", headers=auth)):
         assert r.status_code == 404 and r.get_json()["error"]["code"] == "not_found"
     assert shown(gw)["state"] == "active" and shown(gw)["max_in_flight"] == 4
+
+
+def test_the_relay_sweeps_for_ended_events_about_once_a_second():
+    """The relay's takes ask for the paused sources' ended events on its first take and
+    then at most once per SWEEP_SECONDS, not on every take (that scan is not free)."""
+    import threading as _threading
+
+    class Forwarding:
+        calls: list = []
+        clock = staticmethod(lambda: 0)
+
+        def take_some(self, holder, limit, ended=False):
+            self.calls.append((time.monotonic(), ended))
+            return [], True
+
+    relay = Relay(Forwarding(), 2, "sweep-relay")  # type: ignore[arg-type]
+    relay.start()
+    stop = time.monotonic() + 2.5
+    waker = _threading.Thread(target=lambda: [
+        (relay.wake(), time.sleep(0.01)) for _ in range(1000) if time.monotonic() < stop])
+    waker.start()
+    waker.join(10)
+    relay.stop(wait=5)
+    calls = Forwarding.calls
+    assert len(calls) > 20 and calls[0][1] is True
+    sweeps = [at for at, ended in calls if ended]
+    assert 2 <= len(sweeps) <= 4
+    assert all(b - a >= 0.99 for a, b in zip(sweeps, sweeps[1:]))
