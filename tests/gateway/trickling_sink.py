@@ -52,30 +52,38 @@ class TricklingSink:
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
     def _serve(self, conn: socket.socket) -> None:
+        """Requests on one connection, as long as the sink answers them whole (quick)."""
         with conn:
-            event = None
-            if self.mode != "tls":
-                head = _request(conn)
-                if head is None:
-                    return
-                event = head.get("idempotency-key")
-                with self._lock:
-                    self.requests.append(head)
-                    self._open = [(c, e) for c, e in self._open if not _closed(c)]
-                    if any(e == event for _, e in self._open):
-                        self.twice.append(event)
-                    self._open.append((conn, event))
-                    self.most_open = max(self.most_open, len(self._open))
-            at_once, slowly = HEADS[self.mode]
-            ended = time.monotonic() + MOST_SECONDS
-            try:
-                conn.sendall(at_once)
-                for byte in slowly:
-                    if _closed(conn, PAUSE) or time.monotonic() > ended or self._stop.is_set():
-                        return
-                    conn.sendall(bytes([byte]))
-            except OSError:  # the client cut it
-                return
+            while self._answer(conn):
+                pass
+
+    def _answer(self, conn: socket.socket) -> bool:
+        """One request, answered as the mode says; whether the connection goes on."""
+        event = None
+        if self.mode != "tls":
+            head = _request(conn)
+            if head is None:
+                return False
+            event = head.get("idempotency-key")
+            with self._lock:
+                self.requests.append(head)
+                self._open = [(c, e) for c, e in self._open if c is not conn and not _closed(c)]
+                if any(e == event for _, e in self._open):
+                    self.twice.append(event)
+                self._open.append((conn, event))
+                self.most_open = max(self.most_open, len(self._open))
+        mode = self.mode  # as it is once the request is in
+        at_once, slowly = HEADS[mode]
+        ended = time.monotonic() + MOST_SECONDS
+        try:
+            conn.sendall(at_once)
+            for byte in slowly:
+                if _closed(conn, PAUSE) or time.monotonic() > ended or self._stop.is_set():
+                    return False
+                conn.sendall(bytes([byte]))
+        except OSError:  # the client cut it
+            return False
+        return mode == "quick"  # answered whole: the connection may carry the next one
 
 
 def _request(conn: socket.socket) -> Optional[dict]:
