@@ -1,7 +1,7 @@
 """The operators' page's Webhooks section, added to the page's own blueprint by ui.py
 (install: the same session, CSRF check, headers and error pages): the tenant's sources with
 their queues, the deliveries with their attempts, one event (a held body beside the
-original; a failed delivery's last answers), and the Redeliver and Dismiss buttons.
+original; a failed delivery's last answers), and the Redeliver, Dismiss and Resume buttons.
 
 Views only: each parses its fields (ui_forms), calls the gateway's use cases (deliveries,
 sources) or operations.resolve, and renders. Everything is the signed-in operator's tenant.
@@ -109,6 +109,19 @@ def hook_redeliver():
     return redirect(_event_url(source, event_id, "redelivered"), 303)
 
 
+def hook_resume():
+    """End a source's pause, as POST /v1/sources/<name>/resume does."""
+    name = source_name(request.form.get("source"))
+    try:
+        _gateway().sources.resume(_tenant(), name)
+    except errors.NotFound:
+        return error_page(404, "There is no such source: nothing was changed.",
+                          url_for("ui.hooks"))
+    _gateway().wake()
+    log.info("operator %r resumed source %r", g.ui.token_name, name)  # %r: escaped
+    return redirect(url_for("ui.hooks"), 303)
+
+
 def hook_dismiss():
     """Close the event's review as POST /v1/resolve's `dismiss` does (with the audit row)."""
     source, event_id = event_ref(request.form)
@@ -127,6 +140,7 @@ def install(bp: Blueprint, guard: Callable) -> None:
                                ("GET", "/hooks/deliveries", hook_deliveries),
                                ("GET", "/hooks/event", hook_event),
                                ("POST", "/hooks/redeliver", hook_redeliver),
+                               ("POST", "/hooks/resume", hook_resume),
                                ("POST", "/hooks/dismiss", hook_dismiss)):
         bp.add_url_rule(rule, view.__name__, guard(view), methods=[method])
 
