@@ -18,7 +18,6 @@ SCOPE_PREFIX = domain.HOOK_SCOPE_PREFIX  # the gateway's records; reserved (clai
 is_hook_scope = domain.is_hook_scope
 MAX_BACKOFF_SECONDS = 600  # the contract: after attempt n wait uniform(0, min(600, 2^(n-1)))
 ANSWER_KEPT_BYTES = 4096  # of a destination's answer, in the attempt and the record's result
-HELD_BODY_BYTES = 64 * 1024  # a held (changed) body kept for a person, at most
 MAX_DELTA_DIGITS = 12  # a Retry-After of more digits is over 30,000 years: the bound holds
 
 

@@ -14,7 +14,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Optional, Union
 
-SHOWN_CHARS = 64 * 1024  # of a body on the page: the size of a held body (rules.HELD_BODY_BYTES)
+SHOWN_CHARS = 64 * 1024  # of a body on the page: a held delivery's bound (held.HELD_BYTES)
 PARSED_BYTES = 1024 * 1024  # larger bodies are shown as text, not parsed: the default
 #                             request-body limit (KEYSTORE_MAX_BODY_BYTES may be up to 64 MiB)
 
