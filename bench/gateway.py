@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import hashlib
-import hmac
 import json
 import os
 import signal
@@ -38,17 +36,10 @@ from pathlib import Path
 from typing import Optional
 
 from . import loadgen
+from .common import BODY, ROOT, SECRET, SIGNATURE, median
 from .databases import open_db
-from .rate import PAYLOAD, _read_response, percentile
-from .scenarios import median
+from .rate import _read_response, percentile
 from .servers import BENCH_SECRET_KEY, KEYSTORE, Service, free_port
-
-ROOT = Path(__file__).resolve().parent.parent
-SECRET = "bench-signing-secret-0123456789"
-# One body for every event: the event id travels in a header, so the signature (over the
-# raw body) is the same for all, and each delivery is still checked in full.
-BODY = f'{{"type":"invoice.paid","payload":{PAYLOAD}}}'
-SIGNATURE = "sha256=" + hmac.new(SECRET.encode(), BODY.encode(), hashlib.sha256).hexdigest()
 
 
 # --- the sink: a no-op destination that notes when each event first arrives ---------------

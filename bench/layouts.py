@@ -25,7 +25,8 @@ from pathlib import Path
 
 from . import loadgen
 from .databases import load_rows, open_db
-from .scenarios import CLOSED, median
+from .common import median
+from .scenarios import CLOSED
 from .servers import Service
 
 ROOT = Path(__file__).resolve().parent.parent

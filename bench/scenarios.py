@@ -9,15 +9,14 @@ claims' maximum rate (p99); claims and lookups as the table grows; the sweep (a 
 from __future__ import annotations
 
 import json
-import statistics
 import threading
 import time
 import urllib.request
 from dataclasses import asdict
 from pathlib import Path
-from typing import Callable
 
 from . import dblimit, loadgen, sweep
+from .common import SECRET, SIGNATURE, Progress, median
 from .databases import BenchDb, load_rows, open_db
 from .loadgen import Run
 from .profiles import Profile
@@ -38,11 +37,6 @@ CLOSED = {
     "ingest": ("ingest", "connections", {202}),
 }
 LIMITS = {"claim_new": "claim", "replay": "replay", "lookup": "lookup", "batch": "batch"}
-Progress = Callable[[str], None]
-
-
-def median(values: list[float]) -> float:
-    return statistics.median(values) if values else 0.0
 
 
 def summarize(runs: list[Run], expected: set[int]) -> dict:
@@ -88,7 +82,6 @@ class Bench:
             timer.start()
         token, extra = db.token, ()
         if mode == "ingest":  # the ingest URL's id stands where the token goes
-            from .gateway import SIGNATURE
             token, extra = ingest_id(svc, db), (SIGNATURE,)
         run = loadgen.wrk(svc.url, mode, token, self._prefix(), extra=extra,
                           seconds=seconds or self.p.seconds,
@@ -181,7 +174,8 @@ class Bench:
                          f"{out[str(size)]['claim_new']['p50_ms']:.2f} ms, lookup p50 "
                          f"{out[str(size)]['lookup']['p50_ms']:.2f} ms")
             if svc is not None:
-                out["_sweep"] = sweep.measure(self, svc, db)
+                out["_sweep"] = sweep.measure(svc, db, self.p, self._prefix, self.say,
+                                              self.rss)
                 svc.stop()
             return out
         finally:
@@ -220,7 +214,6 @@ def ingest_id(svc: Service, db: BenchDb) -> str:
     The benchmark's services run no relays, so the accepted events stay queued and the
     scenario measures the ingest alone."""
     if not db.ingest_id:
-        from .gateway import SECRET
         body = json.dumps({"name": "bench", "provider": "generic", "secrets": [SECRET],
                            "signature": {"header": "X-Signature", "algorithm": "sha256",
                                          "encoding": "hex", "prefix": "sha256="},

@@ -113,3 +113,36 @@ def test_the_provider_rules_are_pure():
             else:
                 continue
             assert roots <= PROVIDER_LIBRARIES, f"{path.name} imports {roots}"
+
+
+BENCH = PACKAGE.parent / "bench"
+
+
+def bench_imports(path: Path) -> set[str]:
+    """The bench modules a bench module imports, at any depth (TYPE_CHECKING, in a function)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level == 1 and not module:  # from . import a, b
+                found.update(a.name for a in node.names)
+            elif node.level == 1 or module.startswith("bench."):
+                found.add(module.removeprefix("bench.").split(".")[0])
+    return found - {"__main__"}
+
+
+def test_the_bench_modules_import_one_another_without_a_cycle():
+    """What several of bench/'s modules share is in bench/common.py, which imports none of
+    them (gateway -> scenarios -> sweep -> scenarios was a cycle)."""
+    graph = {p.stem: bench_imports(p) for p in BENCH.glob("*.py")}
+    done: set[str] = set()
+
+    def visit(name: str, path: tuple[str, ...]) -> None:
+        assert name not in path, " -> ".join((*path, name))
+        if name not in done:
+            for dep in sorted(graph.get(name, ())):
+                visit(dep, (*path, name))
+            done.add(name)
+    for name in sorted(graph):
+        visit(name, ())
+    assert graph["common"] <= {"rate"} and graph["rate"] == set()
