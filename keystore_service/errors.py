@@ -1,4 +1,4 @@
-"""Every error the contract names: one class per code, each with one HTTP status.
+"""Every error docs/api.md names: one class per code, each with one HTTP status.
 
     KeystoreError
      +-- InvalidRequest        400 invalid_request

@@ -198,7 +198,7 @@ def on_starting(_server: Any) -> None:
 class EnvelopeWorker(DeadlineWorker):
     """gunicorn's gthread worker with deadlines for slow clients (slow_clients.py, from
     KEYSTORE_HEADER_TIMEOUT_SECONDS and KEYSTORE_BODY_TIMEOUT_SECONDS), whose own refusals (a
-    request line or headers too large, a malformed request) answer in the contract's error
+    request line or headers too large, a malformed request) answer in docs/api.md's error
     envelope instead of an HTML page, and are logged by the error's class alone: gunicorn's
     text quotes the request (issue 13, item 15)."""
 

@@ -11,7 +11,7 @@ HOUR = 3600
 # Size the TTL from the sender's retry window plus a margin: a sender that resends for 48 h
 # needs at least 48 h; 72 h also covers a weekend of a paused workflow being switched back on.
 DEFAULT_TTL_SECONDS = 72 * HOUR
-MAX_TTL_SECONDS = 90 * 24 * HOUR  # the contract's 7,776,000 s
+MAX_TTL_SECONDS = 90 * 24 * HOUR  # docs/api.md's 7,776,000 s
 DEFAULT_LEASE_SECONDS = 300  # a side effect that takes longer extends its lease
 MAX_LEASE_SECONDS = 24 * HOUR
 MIB = 1024 * 1024
@@ -109,7 +109,7 @@ class Settings(BaseSettings):
     # Slow clients (issue 25, item 10): a request's line and headers must arrive within
     # header_timeout_seconds (of a new connection, or of the first byte of a kept-alive one's
     # next request), its body within body_timeout_seconds after that; slower connections
-    # are closed (slow_clients.py). 10 s: the contract's; an honest client sends a head (a
+    # are closed (slow_clients.py). 10 s: docs/api.md's; an honest client sends a head (a
     # few KiB) in milliseconds. 30 s: the largest body taken (max_body_bytes, 1 MiB by
     # default) takes ~17 s over a slow 0.5 Mbit/s uplink, and a worker thread that a
     # trickled body holds is free again after at most this long.

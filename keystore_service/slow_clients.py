@@ -1,4 +1,4 @@
-"""Deadlines for slow clients in gunicorn's gthread worker (issue 25, item 10; the contract's
+"""Deadlines for slow clients in gunicorn's gthread worker (issue 25, item 10; docs/api.md's
 "Slow clients").
 
 gthread hands a connection to a worker thread as soon as its first byte arrives, and the

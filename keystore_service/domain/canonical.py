@@ -1,6 +1,6 @@
 """Strict JSON in, RFC 8785 canonical JSON and SHA-256 fingerprints out.
 
-The request body is parsed strictly: a body the contract calls malformed (NaN or Infinity,
+The request body is parsed strictly: a body docs/api.md calls malformed (NaN or Infinity,
 duplicate member names, lone surrogates, nesting too deep for the parser) raises ValueError,
 which the API turns into 400 `invalid_request`. Numbers are IEEE doubles in the canonical
 form, so integers beyond 2^53 compare as doubles, exactly as a JavaScript sender sees them.

@@ -1,7 +1,7 @@
 """The key store's rules, as data and pure functions.
 
 Nothing here reads a clock, a database or a request: every function takes the record as it is
-stored and `now`, and says what the contract requires. Instants are integers of microseconds
+stored and `now`, and says what docs/api.md requires. Instants are integers of microseconds
 since the Unix epoch, UTC; that makes "exactly at the expiry instant" an exact comparison on
 every backend. The storage layer turns each decision into one compare-and-set write.
 """
@@ -133,7 +133,7 @@ class Action(StrEnum):
 class ClaimDecision:
     outcome: Outcome
     action: Action
-    row: str  # which row of the contract's table decided, for tests and logs
+    row: str  # which row of docs/api.md's table decided, for tests and logs
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +171,7 @@ def newer_version(r: Record, q: ClaimRequest) -> bool:
     return versions_compare(r, q) == 1
 
 
-# The contract's claim table, in its order. An expired record is treated as absent first,
+# docs/api.md's claim table, in its order. An expired record is treated as absent first,
 # and a finished record with versions on both sides goes by VERSION_TABLE.
 CLAIM_TABLE: tuple[tuple[str, _Rule, Outcome, Action], ...] = (
     ("different fingerprint",
@@ -203,7 +203,7 @@ CLAIM_TABLE: tuple[tuple[str, _Rule, Outcome, Action], ...] = (
 
 
 def decide_claim(r: Optional[Record], q: ClaimRequest, now: Micros) -> ClaimDecision:
-    """Which row of the contract's claim table applies to a claim at `now`."""
+    """Which row of docs/api.md's claim table applies to a claim at `now`."""
     if r is None:
         return ClaimDecision(Outcome.ACQUIRED, Action.INSERT, "no record")
     if expired(r, now):

@@ -116,7 +116,7 @@ class KeyStoreService:
     # --- claim -------------------------------------------------------------------------
 
     def claim(self, tenant_id: int, c: Claim, wait_seconds: float = 0) -> Claimed:
-        """Claim (tenant, scope, key) by the contract's table. With `wait_seconds`, a claim
+        """Claim (tenant, scope, key) by docs/api.md's table. With `wait_seconds`, a claim
         that would answer in_progress first waits (no transaction held) until the record
         changes or the time is up, then claims once: one repeat, counted once."""
         token, token_hash = proposed_or_new(c.lease_token)

@@ -7,7 +7,7 @@ are added up in memory and written in one statement within a second (and when th
 stops). The answer already shows its own count. What it costs: another worker's lookup sees
 the count up to a second late, and a worker killed with SIGKILL loses the counts of its last
 second (docs/api.md, "Repeats counted later"). Nothing else depends on the counts: no rule of
-the contract reads them.
+docs/api.md reads them.
 """
 from __future__ import annotations
 

@@ -67,7 +67,7 @@ class Maintenance:
 
     def forget_kept(self, cur: Any, now: Micros) -> None:
         """Kept payloads go when their record expires, also one kept past its expiry for
-        an open review (the contract); the reviews' kept copies with them."""
+        an open review (docs/api.md); the reviews' kept copies with them."""
         expired = select(R.id).where(R.expires_at <= now, or_(
             R.state != State.IN_PROGRESS.value, R.lease_expires_at <= now))
         d = self.db.engine.dialect

@@ -28,7 +28,7 @@ from keystore_service.web.render import (
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
 M = TypeVar("M", bound=BaseModel)
-MAX_RESULT_BYTES = 256 * 1024  # the contract's limit on a result body, in canonical form
+MAX_RESULT_BYTES = 256 * 1024  # docs/api.md's limit on a result body, in canonical form
 
 
 def _service() -> KeyStoreService:
@@ -131,7 +131,7 @@ def claim():
     return respond(answer, 201, record)
 
 
-MAX_KEPT_PAYLOAD = 64 * 1024  # the contract's bound on a kept payload, canonical form
+MAX_KEPT_PAYLOAD = 64 * 1024  # docs/api.md's bound on a kept payload, canonical form
 
 
 def _kept(body: schemas.ClaimRequest, settings) -> str | None:

@@ -51,7 +51,7 @@ ReviewOf = Callable[[Record], Optional[Review]]
 
 
 def review_json(v: Review) -> dict:
-    """A review as the contract lists it (without its record)."""
+    """A review as docs/api.md lists it (without its record)."""
     return {"id": v.id, "kind": v.kind, "scope": v.scope, "key": v.key, "state": v.state,
             "opened_at": rfc3339(v.opened_at), "count": v.count, "resolution": v.resolution,
             "updated_at": rfc3339(v.updated_at), "resolved_at": rfc3339(v.resolved_at),

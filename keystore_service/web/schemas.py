@@ -51,7 +51,7 @@ def _unprintable_ranges() -> str:
     return "".join(f"\\u{a:04x}" if a == b else f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
 
 
-# The contract's "printable characters" of a fingerprint: none of the above, which break or
+# docs/api.md's "printable characters" of a fingerprint: none of the above, which break or
 # hide text (U+2028 starts a new line in a log viewer, U+200B is invisible). Written once,
 # used by the validator and published as the field's pattern in /openapi.json.
 PRINTABLE = f"^[^{_unprintable_ranges()}]*$"

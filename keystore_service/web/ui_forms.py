@@ -17,7 +17,7 @@ from werkzeug.datastructures import MultiDict
 from keystore_service.domain import canonical
 from keystore_service.web import hook_schemas, queries, schemas
 
-MAX_RESULT_BYTES = 256 * 1024  # the contract's limit on a result body, in canonical form
+MAX_RESULT_BYTES = 256 * 1024  # docs/api.md's limit on a result body, in canonical form
 MAX_BIGINT = 2**63 - 1  # what the database's BIGINT holds
 FIRST_REPORT_DAY = queries.FIRST_REPORT_DAY
 _WHOLE = re.compile("[0-9]{1,19}")  # ASCII: str.isdigit() takes "²", which int() refuses

@@ -2,7 +2,7 @@
 with Debian's nginx as a real process on loopback and a self-signed certificate: the Python
 client and the operators' page work through it, the page's cookie is Secure, the client's
 real address reaches the access log (and a forged one does not), Retry-After and the error
-envelope pass through, and a service that is down answers the contract's 503."""
+envelope pass through, and a service that is down answers docs/api.md's 503."""
 from __future__ import annotations
 
 import re

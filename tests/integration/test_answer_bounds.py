@@ -1,4 +1,4 @@
-"""No request makes the service build much more than a small multiple of the contract's
+"""No request makes the service build much more than a small multiple of docs/api.md's
 limits: the stored results one answer carries are bounded (issue 13, item 3)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from keystore_service.service.claims import ANSWER_RESULTS_BYTES
 from tests.integration.test_bad_input import snapshot
 
-BIG = "x" * (255 * 1024)  # a result body just under the contract's 256 KiB
+BIG = "x" * (255 * 1024)  # a result body just under docs/api.md's 256 KiB
 
 
 def done(http, scope, key, body=BIG, payload=None):

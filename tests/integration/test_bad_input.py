@@ -1,4 +1,4 @@
-"""Bad input gets the contract's 4xx in its envelope, and changes nothing in the database."""
+"""Bad input gets docs/api.md's 4xx in its envelope, and changes nothing in the database."""
 from __future__ import annotations
 
 import json

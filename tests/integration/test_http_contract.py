@@ -1,4 +1,4 @@
-"""The HTTP layer of the contract: status codes, bodies, headers, error envelopes, roles."""
+"""The HTTP layer of docs/api.md: status codes, bodies, headers, error envelopes, roles."""
 from __future__ import annotations
 
 from email.utils import parsedate_to_datetime

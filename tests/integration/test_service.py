@@ -1,4 +1,4 @@
-"""Every row of the contract's claim, complete, release, extend, lookup and expire sections,
+"""Every row of docs/api.md's claim, complete, release, extend, lookup and expire sections,
 through the service and a real database (SQLite and PostgreSQL), on a test clock."""
 from __future__ import annotations
 

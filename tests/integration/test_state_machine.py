@@ -1,5 +1,5 @@
 """A Hypothesis state machine drives claim, complete, release, extend, expire and the clock
-against a small reference model of the contract, on a real database (both backends).
+against a small reference model of docs/api.md, on a real database (both backends).
 
 The model below is written from CONTRACT.md alone, independently of keystore_service.domain.
 """

@@ -1,4 +1,4 @@
-"""The pure rules: every row of the contract's claim table, in its order, and the holder's
+"""The pure rules: every row of docs/api.md's claim table, in its order, and the holder's
 calls, with `now` given exactly (expiry is tested at the instant itself)."""
 from __future__ import annotations
 
