@@ -1,4 +1,5 @@
-"""The key store's benchmark harness: `python -m bench` (or `bench/run`); see docs/benchmarks.md.
+"""The key store's benchmark harness: `python -m bench <what>` (or `bench/run <what>`; the list
+in bench/__main__.py); see docs/benchmarks.md.
 
 It starts the service itself on SQLite and on PostgreSQL, drives load from separate
 processes on loopback (wrk; bench.rate for constant rates), measures the database's own limit

@@ -1,6 +1,6 @@
 """Before/after a change to the service, measured side by side in one run:
 
-    python -m bench.ab --baseline HEAD~1 --backend postgres --scenario batch [--rounds 3]
+    python -m bench ab --baseline HEAD~1 --backend postgres --scenario batch [--rounds 3]
 
 Starts the service twice on one database: from a temporary checkout of `--baseline` and
 from this tree. Rounds alternate (no-op and scenario on A, then on B), so both see the same

@@ -1,7 +1,7 @@
 """The gateway's speed, side by side in one run (docs/benchmarks.md, "The gateway"):
 
-    python -m bench.gateway --backend postgres [--rounds 3] [--seconds 6] [--events 3000]
-    python -m bench.gateway --backend postgres --latency-at 324 [--rounds 3]  # step 2 alone
+    python -m bench gateway --backend postgres [--rounds 3] [--seconds 6] [--events 3000]
+    python -m bench gateway --backend postgres --latency-at 324 [--rounds 3]  # step 2 alone
     python -m bench.gateway sink --port P        # the no-op destination, its own process
 
 1. Ingest of new signed events (generic HMAC-SHA256 source, a new event id each) against
@@ -265,7 +265,7 @@ def main() -> None:
         def say(text: str) -> None:
             print(f"[{time.monotonic() - started:5.0f} s] {text}", flush=True)
         result: dict = {"backend": a.backend, "date": time.strftime("%Y-%m-%d %H:%M"),
-                        "command": f"python -m bench.gateway --backend {a.backend} --rounds "
+                        "command": f"python -m bench gateway --backend {a.backend} --rounds "
                                    f"{a.rounds} --seconds {a.seconds} --events {a.events}"}
         # 1. ingest against claims, relays off (the events stay queued)
         svc = Service(db.url, workdir / "ingest.log", a.workers).start()

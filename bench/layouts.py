@@ -1,7 +1,7 @@
 """Group commit and thread layouts, side by side in one run (docs/benchmarks.md):
 
-    python -m bench.layouts --backend postgres [--rounds 3] [--seconds 6]
-    python -m bench.layouts --backend sqlite --layout off-4x4 --layout on-4x16
+    python -m bench layouts --backend postgres [--rounds 3] [--seconds 6]
+    python -m bench layouts --backend sqlite --layout off-4x4 --layout on-4x16
 
 A layout is `on|off` (KEYSTORE_GROUP_COMMIT), `+later` for repeats counted later
 (KEYSTORE_ASYNC_REPEAT_COUNTS), and workers x threads. Every round starts each
@@ -176,7 +176,7 @@ def _summary(backend, layouts, runs, extra, latency, a) -> dict:
         table[name] = row
     return {"backend": backend, "date": time.strftime("%Y-%m-%d %H:%M"),
             "machine": {"cpus": _cpus(), "python": platform.python_version()},
-            "command": f"python -m bench.layouts --backend {backend} --rounds {a.rounds} "
+            "command": f"python -m bench layouts --backend {backend} --rounds {a.rounds} "
                        f"--seconds {a.seconds} " + " ".join(
                            f"--layout {n}" for n, *_ in layouts),
             "layouts": table, "half_rate": {"layout": layouts[-1][0], **latency}}

@@ -1,6 +1,6 @@
 """Where a request's time goes: py-spy samples every worker while wrk drives one scenario.
 
-    python -m bench.profile --backend postgres --mode claim [--seconds 15] [--out FILE]
+    python -m bench profile --backend postgres --mode claim [--seconds 15] [--out FILE]
 
 py-spy records with `--idle`, so a thread waiting for the database is sampled too. Only
 samples of threads that are serving a request count (gunicorn's gthread `handle` frame is on

@@ -1,4 +1,4 @@
-"""`python -m bench.proxy`: how wrk's keep-alive connections spread over the gthread workers
+"""`python -m bench proxy`: how wrk's keep-alive connections spread over the gthread workers
 directly, through the nginx recipe (deploy/nginx/keystore.conf), and through the same recipe
 with a keep-alive upstream pool added, side by side in one run (docs/benchmarks.md, "Behind
 the TLS proxy"; the choice it led to is explained in docs/deployment.md).
@@ -69,7 +69,7 @@ def measure(svc: Service, url: str, mode: str, token: str, prefix: str, seconds:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.proxy", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m bench proxy", description=__doc__.splitlines()[0])
     p.add_argument("--seconds", type=float, default=6)
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--connections", type=int, default=16)

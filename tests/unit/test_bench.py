@@ -201,3 +201,21 @@ def test_the_gateway_sink_notes_each_event_once_over_keep_alive_and_answers_its_
         assert sink.count() == 0
     finally:
         sink.stop()
+
+
+def test_every_part_of_the_harness_that_runs_on_its_own_is_a_command_of_python_m_bench():
+    """`python -m bench <what>` is the one entry point: a module that can run by itself
+    (`python -m bench.<module>`, as the harness starts its own processes) is one of its
+    commands, and each command has the `main` it dispatches to."""
+    import importlib
+    from pathlib import Path
+
+    from bench import __main__ as entry
+
+    folder = Path(entry.__file__).parent
+    runnable = {p.stem for p in folder.glob("*.py")
+                if p.stem != "__main__" and 'if __name__ == "__main__":' in p.read_text()}
+    assert runnable <= set(entry.COMMANDS)
+    for what in entry.COMMANDS:
+        assert callable(importlib.import_module(f"bench.{what}").main), what
+    assert entry.main(["no-such-part"]) == 2
