@@ -25,7 +25,7 @@ from ._exceptions import APIError, UnexpectedResponse
 from ._models import Claimed, Record, VersionLike, proposed_token, version_json
 from ._transport import error_from_json
 
-MAX_ITEMS = 1000  # the contract's limit per batch claim
+MAX_ITEMS = 1000  # docs/api.md's limit per batch claim
 INVALID = "invalid"  # the outcome shown for an item refused as invalid (the wire has none)
 
 

@@ -1,7 +1,7 @@
-"""`KeyStore`: the contract's calls, each returning a typed result or raising one error class.
+"""`KeyStore`: the calls of docs/api.md, each returning a typed result or raising one error class.
 
 Retries happen here and only where they are safe: a connection that was never made, a 429 or
-503 (the service says nothing was written), and a lost answer on the calls the contract makes
+503 (the service says nothing was written), and a lost answer on the calls docs/api.md makes
 safe to repeat. Since contract v1.1 that includes claims: every claim proposes a lease token
 of its own (one per call, or the caller's), so a repeat after a lost answer resumes the
 attempt the first one acquired (`resumed`) instead of meeting it as `in_progress`; the same
@@ -28,7 +28,7 @@ from ._transport import error_from, json_body, send
 
 __version__ = "0.1.0"
 DEFAULT_TIMEOUT = 10.0  # seconds per HTTP request; a claim or lookup with a wait adds it
-MAX_WAIT_SECONDS = 30  # the contract's limit on one claim's `wait_seconds`
+MAX_WAIT_SECONDS = 30  # docs/api.md's limit on one claim's `wait_seconds`
 # A batch of 1,000 takes about a second on an idle machine and many times that on a loaded
 # one; a timeout there loses every lease the batch took, so each item adds to the timeout.
 BATCH_SECONDS_PER_ITEM = 0.02
@@ -75,7 +75,7 @@ class KeyStore:
         for s in owned:
             s.close()
 
-    # --- the contract's calls -------------------------------------------------------------
+    # --- docs/api.md's calls --------------------------------------------------------------
 
     def claim(self, scope: str, key: str, *, payload: Any = None,
               fingerprint: Optional[str] = None, version: VersionLike = None,
@@ -213,7 +213,7 @@ class KeyStore:
     def _call(self, method: str, path: str, body: Optional[dict] = None, *,
               params: Optional[dict] = None, timeout: Optional[float] = None,
               budget_extra: float = 0) -> dict:
-        """One call of the contract, retried within the policy where that is safe: no
+        """One call of docs/api.md, retried within the policy where that is safe: no
         connection, 429 / 503, and a lost answer (every call here is safe to repeat: the
         claims carry their proposed lease tokens). `budget_extra`: seconds the service may
         wait on purpose (a claim's wait), added to the retry budget."""
@@ -245,7 +245,7 @@ class KeyStore:
 
 
 def _wait_seconds(wait: float) -> Optional[int]:
-    """A claim's `wait` as the contract's `wait_seconds` (whole seconds, 1-30), or None for
+    """A claim's `wait` as docs/api.md's `wait_seconds` (whole seconds, 1-30), or None for
     no wait; ValueError outside 0-30 (one claim waits at most 30 s: ask again after that)."""
     if isinstance(wait, bool) or not isinstance(wait, (int, float)) or math.isnan(wait):
         raise TypeError("wait is a number of seconds")

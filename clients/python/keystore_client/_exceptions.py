@@ -21,10 +21,10 @@
      |    +-- RateLimited            429 rate_limited
      |    +-- InternalError          500 internal_error
      |    +-- Unavailable            503 unavailable (nothing was written)
-     |    +-- UnexpectedResponse     any answer that is not the contract's (a proxy's 502 page)
+     |    +-- UnexpectedResponse     any answer docs/api.md does not list (a proxy's 502 page)
      +-- OperationFailed           a replayed operation had been recorded as a permanent failure
 
-`code` is the contract's error code (`"in_progress"`); transport errors use `"connect_error"`
+`code` is docs/api.md's error code (`"in_progress"`); transport errors use `"connect_error"`
 and `"outcome_unknown"`. Messages never contain a token or a payload.
 """
 from __future__ import annotations
@@ -153,7 +153,7 @@ class Unavailable(APIError):
 
 
 class UnexpectedResponse(APIError):
-    """An answer outside the contract: a status or body the service never sends (for example
+    """An answer outside docs/api.md: a status or body the service never sends (for example
     a reverse proxy's HTML error page). `status` is the HTTP status that came back."""
 
     code = "unexpected_response"

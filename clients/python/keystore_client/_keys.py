@@ -16,7 +16,7 @@ naive datetimes, and any other type.
 Encoding (so different intents never share a key): parts are joined with "|" after escaping
 "%" as "%25", "|" as "%7C" and control characters as %XX (UTF-8), so no part can imitate the
 separator ("|" rather than ":", which is common inside ids and times: `urn:x:1`, `14:05`).
-A key longer than the contract's 512 characters becomes "%sha256:" + the hex SHA-256 of the
+A key longer than docs/api.md's 512 characters becomes "%sha256:" + the hex SHA-256 of the
 joined form; "%s" never appears in an escaped part, so it cannot collide either.
 """
 from __future__ import annotations
@@ -28,7 +28,7 @@ from datetime import date, datetime, timezone
 from decimal import Decimal
 from typing import Any
 
-MAX_KEY_CHARS = 512  # the contract's limit on a key, in code points
+MAX_KEY_CHARS = 512  # docs/api.md's limit on a key, in code points
 
 
 def derive_key(*parts: Any) -> str:

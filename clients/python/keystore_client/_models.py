@@ -1,6 +1,6 @@
 """Typed views of what the service returns: a record, its result, a claim's answer.
 
-All are frozen dataclasses built from the contract's JSON; times are aware UTC datetimes.
+All are frozen dataclasses built from docs/api.md's JSON; times are aware UTC datetimes.
 Unknown fields are ignored, so a newer service with more fields does not break old clients.
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any, Optional, Union
 
 FINISHED = ("succeeded", "failed")
-# 24 random bytes are 32 base64url characters and 192 random bits: over the contract's
+# 24 random bytes are 32 base64url characters and 192 random bits: over docs/api.md's
 # floor of 128 bits for a proposed lease token (`lt_` + 22-64 of A-Z a-z 0-9 _ -).
 LEASE_TOKEN_BYTES = 24
 _PROPOSED_TOKEN = re.compile(r"lt_[A-Za-z0-9_-]{22,64}")
@@ -165,7 +165,7 @@ class Claimed:
     """The answer to a claim: `acquired` (you hold the lease: act, then complete or release)
     or `replay` (finished before: here is its record and result; do nothing).
 
-    Built from the shape the contract uses for a single claim and for each item of a batch
+    Built from the shape docs/api.md gives for a single claim and for each item of a batch
     claim (`BatchResult`, a subclass, is one item's answer, refused outcomes included);
     refused outcomes of a single claim are raised as errors instead (`InProgress`,
     `NeedsReconciliation`, `FingerprintMismatch`).

@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # pragma: no cover
 Transient = Union[type, tuple, Callable[[BaseException], bool]]
 DEFAULT_LEASE_SECONDS = 60  # kept alive in the background; a crash is noticed after 60 s
 DEFAULT_WAIT_SECONDS = 30  # how long a duplicate waits for the first attempt: the most one
-# claim may wait (the contract's limit for `wait_seconds`)
+# claim may wait (docs/api.md's limit for `wait_seconds`)
 
 
 class Operation:

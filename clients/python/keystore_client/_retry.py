@@ -9,7 +9,7 @@ sleeping past its budget).
 
 Which failures are retried at all is decided by the client, not here: where the request
 provably was not applied (no connection), where the service said so (429, 503), and a lost
-answer, since every call of the contract is safe to repeat (a claim proposes its own lease
+answer, since every call of docs/api.md is safe to repeat (a claim proposes its own lease
 token, so its repeat resumes what the lost one acquired).
 """
 from __future__ import annotations

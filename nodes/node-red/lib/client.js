@@ -5,7 +5,7 @@
  * `call()` resolves to {status, body, retryAfter} for EVERY answer of the key store (the
  * guard routes on 409 and 422 answers) and rejects with KeystoreError only when no answer
  * came (network failure, timeout) or the answer is not the key store's JSON. `raise()` turns
- * an answer into a KeystoreError carrying the contract's `code`, the HTTP status, the
+ * an answer into a KeystoreError carrying docs/api.md's `code`, the HTTP status, the
  * Retry-After seconds and the record, for nodes that treat every non-2xx as an error.
  */
 

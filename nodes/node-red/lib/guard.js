@@ -23,8 +23,8 @@ const { call, raise } = require('./client');
 const NEW = 0;
 const ALREADY_DONE = 1;
 const NEEDS_ATTENTION = 2;
-const MAX_WAIT_SECONDS = 30; // the contract's limit on a claim's wait_seconds
-// 24 random bytes: 32 base64url characters, 192 bits (the contract asks for 128 at least)
+const MAX_WAIT_SECONDS = 30; // docs/api.md's limit on a claim's wait_seconds
+// 24 random bytes: 32 base64url characters, 192 bits (docs/api.md asks for 128 at least)
 const LEASE_TOKEN_BYTES = 24;
 
 /** A lease token to propose: lt_ and 32 characters from Node's cryptographic source. */

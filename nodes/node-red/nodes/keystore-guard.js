@@ -26,7 +26,7 @@ module.exports = function register(RED) {
     RED.nodes.createNode(this, config);
     const node = this;
     const server = RED.nodes.getNode(config.server);
-    // the key store holds a duplicate at most 30 s (the contract's limit for one claim)
+    // the key store holds a duplicate at most 30 s (docs/api.md's limit for one claim)
     const waitSeconds = Math.min(Math.max(0, Number(config.waitSeconds ?? 10) || 0), MAX_WAIT_SECONDS);
 
     node.on('input', async (msg, send, done) => {

@@ -21,7 +21,7 @@ const fields = require('../lib/fields');
 // Zapier gives an action step about 30 seconds in all: a claim that waits 20 s leaves time
 // for the request itself, one more try of a claim whose answer was lost, and Zapier's work.
 const MAX_WAIT_SECONDS = 20;
-const LEASE_TOKEN_BYTES = 24; // 32 base64url characters, 192 random bits (the contract: 128+)
+const LEASE_TOKEN_BYTES = 24; // 32 base64url characters, 192 random bits (docs/api.md: 128+)
 
 /** The wait the step asks for: whole seconds, 0 to MAX_WAIT_SECONDS (empty: no wait). */
 function waitSeconds(value) {

@@ -30,7 +30,7 @@ const leaseToken = {
   helpText: 'The **Lease Token** output of the "Claim Operation Key" step of this Zap.',
 };
 
-/** The Zapier output for a key-store record (the contract's `record` object). */
+/** The Zapier output for a key-store record (docs/api.md's `record` object). */
 function recordOutput(record) {
   const result = record.result || {};
   return {

@@ -18,7 +18,7 @@ from typing import IO, Any, Callable, Optional
 
 from .._batch import BatchItem
 
-MAX_KEY_CHARS = 512  # the contract's limit on a key, in code points
+MAX_KEY_CHARS = 512  # docs/api.md's limit on a key, in code points
 READ_AHEAD = 2000  # lines read ahead of the batch being worked on (bounds the memory held)
 IDLE_SECONDS = 0.5  # a batch is sent once the producer pauses this long, not only when full
 POLL_SECONDS = 0.2  # how often a wait for input looks whether keystore-client was signalled

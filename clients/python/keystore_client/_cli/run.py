@@ -23,7 +23,7 @@ from .capture import Finished, run_command
 from .numbers import whole
 from .output import note, say
 
-MAX_RESULT_BYTES = 200 * 1024  # under the contract's 256 KiB result body, with a margin
+MAX_RESULT_BYTES = 200 * 1024  # under docs/api.md's 256 KiB result body, with a margin
 
 
 def add_parser(sub: Any) -> None:
@@ -117,7 +117,7 @@ def _payload(path: Optional[str]) -> tuple:
 
 
 def result_body(f: Finished) -> dict:
-    """The stored result: exit code and the output's tail, cut to fit the contract's limit."""
+    """The stored result: exit code and the output's tail, cut to fit docs/api.md's limit."""
     out, err, truncated = f.stdout, f.stderr, f.truncated
     while True:
         body = {"exit_code": f.returncode, "stdout": out.decode("utf-8", "replace"),

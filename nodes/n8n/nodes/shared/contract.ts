@@ -58,7 +58,7 @@ export interface ClaimAnswer {
 	retry_after_seconds?: number;
 }
 
-/** An HTTP answer, reduced to what the contract needs. */
+/** An HTTP answer, reduced to what docs/api.md needs. */
 export interface Answer {
 	status: number;
 	body: unknown;
@@ -77,7 +77,7 @@ function isObject(value: unknown): value is Record<string, unknown> {
 	return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
-/** The contract's error object of a body, or undefined when the body has none. */
+/** docs/api.md's error object of a body, or undefined when the body has none. */
 export function errorOf(body: unknown): ErrorBody | undefined {
 	if (!isObject(body) || !isObject(body.error)) return undefined;
 	const { code, message, details } = body.error;
@@ -129,6 +129,6 @@ export function recordOf(body: unknown): KeyRecord | undefined {
 	return isObject(body) && isObject(body.record) ? (body.record as unknown as KeyRecord) : undefined;
 }
 
-export const MAX_WAIT_PER_LOOKUP = 30; // the contract's limit on GET /v1/keys?wait=
-export const MAX_CLAIM_WAIT = 30; // the contract's limit on a claim's wait_seconds
-export const MAX_BATCH_ITEMS = 1000; // the contract's limit on POST /v1/claim/batch
+export const MAX_WAIT_PER_LOOKUP = 30; // docs/api.md's limit on GET /v1/keys?wait=
+export const MAX_CLAIM_WAIT = 30; // docs/api.md's limit on a claim's wait_seconds
+export const MAX_BATCH_ITEMS = 1000; // docs/api.md's limit on POST /v1/claim/batch

@@ -1,6 +1,6 @@
 /**
  * The key store's operations as functions of an n8n execution context: each sends one request
- * and returns the contract's answer, or throws a NodeApiError for an answer outside what the
+ * and returns docs/api.md's answer, or throws a NodeApiError for an answer outside what the
  * operation expects. Claims propose a lease token of their own (one per item, made once), so
  * a claim that got no answer is sent once more at once and, if the lost one had acquired the
  * key, resumes that attempt (contract v1.1) instead of meeting it as `in_progress`.
@@ -21,7 +21,7 @@ import {
 import type { FingerprintPart } from './fingerprint';
 import { asNodeError, call, unexpected } from './transport';
 
-// 24 random bytes are 32 base64url characters, 192 bits: over the contract's floor of 128
+// 24 random bytes are 32 base64url characters, 192 bits: over docs/api.md's floor of 128
 // random bits for a proposed lease token (`lt_` + 22-64 of A-Z a-z 0-9 _ -).
 const LEASE_TOKEN_BYTES = 24;
 

@@ -1,8 +1,8 @@
 /**
  * The one place that talks HTTP to the key store. Every call goes through n8n's
  * httpRequestWithAuthentication (the credential adds the bearer token) with status errors
- * ignored, so the caller sees the contract's own answer (201, 409 in_progress, 422...) and
- * decides; anything outside the contract becomes a NodeApiError with the server's `code`.
+ * ignored, so the caller sees docs/api.md's own answer (201, 409 in_progress, 422...) and
+ * decides; anything outside docs/api.md becomes a NodeApiError with the server's `code`.
  */
 import type { IDataObject, IExecuteFunctions, IHttpRequestMethods, JsonObject as N8nJson } from 'n8n-workflow';
 import { NodeApiError, NodeOperationError } from 'n8n-workflow';
@@ -66,7 +66,7 @@ export function tagged<E extends NodeApiError | NodeOperationError>(error: E, co
 }
 
 /**
- * The error for an answer the caller did not expect: the contract's code and message, with the
+ * The error for an answer the caller did not expect: docs/api.md's code and message, with the
  * HTTP status, so "lease_lost" or "unauthorized" shows as such in the n8n UI.
  */
 export function unexpected(ctx: IExecuteFunctions, answer: Answer, itemIndex?: number): NodeApiError {

@@ -34,7 +34,7 @@ test('claimAnswerOf reads each of the five outcomes, and nothing else', () => {
 	assert.equal(contract.claimAnswerOf('<html>'), undefined);
 });
 
-test('errorOf reads the contract error object and ignores other bodies', () => {
+test('errorOf reads the error object of docs/api.md and ignores other bodies', () => {
 	assert.deepEqual(contract.errorOf({ error: { code: 'lease_lost', message: 'gone' } }), { code: 'lease_lost', message: 'gone', details: {} });
 	assert.equal(contract.errorOf({ error: 'flat string' }), undefined);
 	assert.equal(contract.errorOf(null), undefined);

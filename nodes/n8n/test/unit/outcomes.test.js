@@ -39,7 +39,7 @@ test('every answer in docs/outcomes.md ends where the doc says, in the Guard', (
 	}
 });
 
-test('every claim outcome of the contract has a row in docs/outcomes.md', () => {
+test('every claim outcome of docs/api.md has a row in docs/outcomes.md', () => {
 	for (const outcome of CLAIM_OUTCOMES) assert.ok(doc.answers.includes(outcome), outcome);
 	// the Guard's three outputs are the doc's first three endings, in order
 	assert.deepEqual(
