@@ -12,7 +12,7 @@ export class IdempotencyKeyStoreApi implements ICredentialType {
 
 	icon = 'file:../nodes/IdempotencyKeyStore/keystore.svg' as const;
 
-	// the package's own page; its README links the full guide (docs/n8n-node.md)
+	// the package's own page; its README links the full guide (docs/platforms/n8n-node.md)
 	documentationUrl = 'https://www.npmjs.com/package/n8n-nodes-idempotency-keystore';
 
 	properties: INodeProperties[] = [

@@ -26,14 +26,14 @@ function invoiceWorkflow(sink) {
 }
 
 /**
- * The invoice workflow as docs/n8n-node.md builds it, without touching the Guard's settings:
+ * The invoice workflow as docs/platforms/n8n-node.md builds it, without touching the Guard's settings:
  * its On Error is the default (the execution fails), so nothing in the workflow answers the
  * sender when the key store is down. Its own id and path, next to the shipped one.
  */
 function defaultSettingsWorkflow(sink) {
 	const workflow = invoiceWorkflow(sink);
 	workflow.id = 'ksDocsInvoice1';
-	workflow.name = 'Built from docs/n8n-node.md (default On Error)';
+	workflow.name = 'Built from docs/platforms/n8n-node.md (default On Error)';
 	for (const node of workflow.nodes) {
 		node.id = node.id.replace('0b7f6f0e', '1c8e7f1f');
 		if (node.name === 'Idempotency Guard') delete node.onError;
