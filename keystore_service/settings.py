@@ -78,7 +78,7 @@ class Settings(BaseSettings):
     # answered at once with Retry-After. A waiting request holds a thread for up to 30 s.
     wait_share: float = Field(0.5, ge=0, le=1)
     wait_token_share: float = Field(0.5, gt=0, le=1)
-    # The gateway (docs/webhooks.md). Fernet keys that seal sources' secrets (comma-separated:
+    # The gateway (docs/webhooks/README.md). Fernet keys that seal sources' secrets (comma-separated:
     # the first seals, all open), or a file holding them; `keystore serve` on SQLite makes
     # <database>.key beside the database when neither is set.
     secret_key: Optional[SecretStr] = None

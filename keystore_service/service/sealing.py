@@ -114,7 +114,7 @@ class Sealer:
         if self._fernet is None:
             raise InvalidRequest(
                 "this key store has no KEYSTORE_SECRET_KEY: a source's secrets cannot be "
-                "sealed (docs/webhooks.md, 'The secret key')",
+                "sealed (docs/webhooks/README.md, 'The secret key')",
                 details={"reason": "no_secret_key"})
         return self._encrypt(json.dumps(value))
 

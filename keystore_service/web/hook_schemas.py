@@ -80,7 +80,7 @@ class EventIdRule(_Body):
 class Destination(_Body):
     url: Annotated[str, StringConstraints(min_length=1, max_length=2048)] = Field(description=(
         "http:// or https:// with a host and no credentials. Refused with 400 when the "
-        "address rules refuse it (docs/webhooks.md): where a name leads is known only by "
+        "address rules refuse it (docs/webhooks/README.md): where a name leads is known only by "
         "resolving it, which no schema can do"))
     headers: Annotated[dict[HeaderName, HeaderValue],
                        Field(max_length=32, json_schema_extra=_header_names),

@@ -1,4 +1,4 @@
-"""A webhook provider, simulated as the real ones behave (docs/webhooks.md's table): it signs
+"""A webhook provider, simulated as the real ones behave (docs/webhooks/README.md's table): it signs
 each delivery as Stripe does (`Stripe-Signature: t=..,v1=..`, a fresh timestamp per send,
 `pending_webhooks` changing between sends), resends on any non-2xx answer, a connection
 error or a timeout on a short schedule, sends some copies concurrently and some after a 2xx

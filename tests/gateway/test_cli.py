@@ -71,7 +71,7 @@ def test_a_delivered_event_is_redelivered_only_with_force(database_url, gw, sink
 
 
 def test_both_secrets_can_come_on_stdin_one_line_each(database_url, gw_app, op, sink):
-    """docs/webhooks-recipes.md pipes the signing secret and then the destination secret:
+    """docs/webhooks/recipes.md pipes the signing secret and then the destination secret:
     `--secret -` reads the first line, `--destination-secret -` the next."""
     made = cli(database_url, "source", "create", "--tenant", "acme", "--name", "piped",
                "--provider", "stripe", "--secret", "-", "--destination", sink.url,

@@ -1,4 +1,4 @@
-"""docs/webhooks-recipes.md runs as written: its shell blocks that need only the key store
+"""docs/webhooks/recipes.md runs as written: its shell blocks that need only the key store
 (the source, a Stripe-signed delivery, the operator's view, the redeliveries, the Zapier
 source, the Node-RED destination, Make's claim and complete, the clean-up) run in one bash,
 in order, against the `keystore serve` the first block starts. Only the ports and the
@@ -17,7 +17,7 @@ import pytest
 from tests.support import free_port
 
 REPO = Path(__file__).resolve().parents[2]
-PAGE = REPO / "docs" / "webhooks-recipes.md"
+PAGE = REPO / "docs" / "webhooks" / "recipes.md"
 # the blocks that start n8n, Node-RED or the stand-in invoice API
 ELSEWHERE = ("n8n ", "/flows", "http.server")
 

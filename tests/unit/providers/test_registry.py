@@ -23,7 +23,7 @@ from keystore_service.hooks.providers._keys import valid_pointer
 from .support import MALFORMED, NOW, inbound
 
 HERE = Path(__file__).parent
-DOC = Path(__file__).resolve().parents[3] / "docs" / "webhooks-providers.md"
+DOC = Path(__file__).resolve().parents[3] / "docs" / "webhooks" / "providers.md"
 NAMES = providers.names()
 # A config per provider under which its rules run; generic's signs with a header.
 CONFIGS = {name: {} for name in NAMES} | {"generic": {
@@ -71,7 +71,7 @@ def test_the_numbers_of_every_provider_are_sound(name):
 
 @pytest.mark.parametrize("name", NAMES)
 def test_the_docs_table_gives_each_providers_default_ttl(name):
-    # docs/webhooks-providers.md states the default TTL in seconds; it must be the code's.
+    # docs/webhooks/providers.md states the default TTL in seconds; it must be the code's.
     section = DOC.read_text().split(f"<!-- provider: {name} -->")[1].split("<!--")[0]
     assert f"{providers.provider(name).default_ttl_seconds():,} s" in section
 

@@ -45,14 +45,14 @@ test.before(async () => {
 	await n8n.import(
 		[
 			{ id: 'ksExampleCredential', name: 'Idempotency Key Store', type: 'idempotencyKeyStoreApi', data: { url: ks.url, token: ks.clientToken } },
-			// the destination secret's decoded bytes: the 32 hex characters (docs/webhooks-recipes.md)
+			// the destination secret's decoded bytes: the 32 hex characters (docs/webhooks/recipes.md)
 			{ id: 'ksExampleForwardSecret', name: 'Key Store forward secret', type: 'crypto', data: { hmacSecret: secret.hex } },
 		],
 		[workflow],
 	);
 	await n8n.publish(WORKFLOW_ID);
 	await n8n.start();
-	// as docs/webhooks-recipes.md sets it up: n8n's start-up answers (404 before its webhooks
+	// as docs/webhooks/recipes.md sets it up: n8n's start-up answers (404 before its webhooks
 	// are mounted, 200 "starting up" without the workflow's header) are retried, not final
 	gw = Gateway.create(ks, {
 		destination: `${n8n.url}/webhook/stripe-invoice`,
