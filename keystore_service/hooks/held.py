@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 
-HELD_BYTES = 64 * 1024  # the contract's bound on a held delivery: body and headers together
+HELD_BYTES = 64 * 1024  # docs/webhooks/README.md's bound on a held delivery's body and headers
 _FRAME = 128  # the kept object's own keys, brackets and counts, generously
 
 

@@ -1,6 +1,6 @@
 """POST /hooks/<ingest_id>: check the provider's signature, take its event id, record the
 event once (its record, body and headers in one transaction), and answer at once; the relay
-forwards it. The contract's ingest table, in its order:
+forwards it. docs/webhooks/README.md's ingest table, in its order:
 
     unknown or disabled source      404 not_found
     body over the limit             413 payload_too_large      (the view reads the body)

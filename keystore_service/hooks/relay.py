@@ -21,7 +21,7 @@ from keystore_service.hooks.rules import Outcome
 from keystore_service.service.grouping import Groups
 
 log = logging.getLogger("keystore.relay")
-SWEEP_SECONDS = 1.0  # the contract: every forwarder sweeps at least once a second
+SWEEP_SECONDS = 1.0  # docs/webhooks/README.md: every forwarder sweeps at least once a second
 
 
 def holder_name(suffix: str = "") -> str:

@@ -1,6 +1,6 @@
 """The gateway's rules, pure (no I/O, no clock: `now` is given, in microseconds):
 what an arriving delivery is, what a destination's answer means, when the next attempt is,
-and which headers a forward carries. The contract's tables, as code.
+and which headers a forward carries. docs/webhooks/README.md's tables, as code.
 """
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from keystore_service.domain.records import SECOND, Micros, Record
 
 SCOPE_PREFIX = domain.HOOK_SCOPE_PREFIX  # the gateway's records; reserved (claims: 403)
 is_hook_scope = domain.is_hook_scope
-MAX_BACKOFF_SECONDS = 600  # the contract: after attempt n wait uniform(0, min(600, 2^(n-1)))
+MAX_BACKOFF_SECONDS = 600  # docs/webhooks/README.md: after try n, uniform(0, min(600, 2^(n-1))) s
 ANSWER_KEPT_BYTES = 4096  # of a destination's answer, in the attempt and the record's result
 MAX_DELTA_DIGITS = 12  # a Retry-After of more digits is over 30,000 years: the bound holds
 
@@ -82,7 +82,7 @@ RETRYABLE = frozenset({408, 409, 425, 429})
 
 def classify(status: Optional[int], retry_statuses: Iterable[int] = (),
              marked: bool = True) -> Outcome:
-    """The contract's table: 2xx delivered; 408, 409, 425, 429, 5xx, no connection or a
+    """docs/webhooks/README.md's table: 2xx delivered; 408, 409, 425, 429, 5xx, no connection or a
     timeout (status None) retried; 1xx, 3xx (redirects are not followed), other 4xx fail.
 
     Two choices of the destination's, for workflows that answer before they can take an
@@ -168,7 +168,7 @@ def header_id(event_id: str) -> str:
 
 def forward_headers(provider: list[list[str]], configured: dict[str, str], event_id: str,
                     attempt: int, signature: Optional[dict[str, str]]) -> dict[str, str]:
-    """Headers in the contract's precedence, later winning: the provider's own, the
+    """Headers in docs/webhooks/README.md's precedence, later winning: the provider's own, the
     destination's configured ones, the gateway's (Idempotency-Key: the event id as
     header_id() gives it, Keystore-Attempt, and the Standard Webhooks signature when the
     destination has a secret: its webhook-id must be header_id() of the id too, and signed

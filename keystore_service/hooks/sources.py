@@ -21,7 +21,7 @@ from keystore_service.storage.sources import Queue, Source, SourceStore
 
 DAY = 86_400
 NAME = re.compile(r"[a-z0-9_-]{1,64}")  # a source's name (web/hook_schemas.SourceName)
-INGEST_ID_BYTES = 32  # 43 URL-safe characters: the contract asks for 32+ random ones
+INGEST_ID_BYTES = 32  # 43 random URL-safe characters (docs/webhooks/README.md, "Security model")
 
 
 # What an operator is told about a source whose secrets no configured key opens.

@@ -284,7 +284,7 @@ hook_sources = Table(
     Column("paused_until", BigInteger, nullable=True),  # a 429/503 with Retry-After
     Column("last_error", Text, nullable=True),  # a short reason, never a body
     Column("last_error_at", BigInteger, nullable=True),
-    # A Retry-After pause lasts at most this long (the contract: default an hour, at most a
+    # A Retry-After pause lasts at most this long (docs/webhooks/README.md: an hour by default, a
     # day: long enough for any provider's announced maintenance, short enough that a typo
     # or a hostile answer cannot stop a source for years).
     Column("max_pause_seconds", Integer, nullable=False, server_default="3600"),

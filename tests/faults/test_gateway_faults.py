@@ -39,7 +39,7 @@ from tests.support import Server
 
 pytestmark = [pytest.mark.faults, pytest.mark.slow]
 
-TIMEOUT_SECONDS = 2  # the source's: an attempt's lease is this + 15 s (the contract)
+TIMEOUT_SECONDS = 2  # the source's: an attempt's lease is this + 15 s (docs/webhooks/README.md)
 RATE = 30  # new events a second: a steady load through every fault
 LOAD_SECONDS = 30  # the faults happen while events arrive, then stop with the new events
 # The provider's resends, up to 8 sends of an event: 38.5 s from the first failure to the

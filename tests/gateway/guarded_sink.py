@@ -1,7 +1,7 @@
 """A workflow behind the gateway, as a real HTTP server on loopback: it checks the gateway's
 Standard Webhooks signature, acts once per `Idempotency-Key` (what the Guard node does) and
 keeps a log of every forward that reached it, so a test can count effects, repeats and the
-forwards the contract does not allow. Its mode is set by the test:
+forwards docs/webhooks/README.md does not allow. Its mode is set by the test:
 
     ok      acts (first time per key), then answers 200 after `work()` seconds
     down    its listening socket is closed: the relay's connection is refused
@@ -97,7 +97,7 @@ class GuardedSink:
     def after_prompt_2xx(self) -> list[tuple[Forward, Forward]]:
         """(earlier, later) pairs: a forward of a key that arrived after the sink had
         promptly answered 200 to an earlier forward of it. The relay was told it was
-        delivered, so the later one is a forward the contract does not allow unless the relay
+        delivered, so the later one is a forward docs/webhooks/README.md forbids unless the relay
         that was told died (or lost its database) before it wrote the attempt down: a test
         checks that against the stored attempts."""
         with self._lock:

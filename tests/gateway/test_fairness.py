@@ -44,7 +44,7 @@ def backlog(http, source, prefix: str, n: int) -> None:
 
 
 def test_an_idle_sources_event_goes_out_at_once_beside_a_timing_out_backlog(live):
-    """The contract's target: 300 events queued for a destination that answers after its
+    """docs/webhooks/README.md's target: 300 events queued for a destination that answers after its
     timeout (another tenant's); an event of an idle source starts within 1 s, every time."""
     app, http = live
     slow = Sink(lambda n, r: (time.sleep(3), 200)[1])  # answers after the 1 s timeout

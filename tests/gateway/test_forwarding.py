@@ -1,4 +1,4 @@
-"""Forwarding by the contract's tables, on both backends: what a destination's answer does to
+"""Forwarding by docs/webhooks/README.md's tables, 2 backends: what a destination's answer does to
 the delivery and the record, the retry schedule and its window, pauses, leases, headers,
 and redelivery. The relay's steps are driven by hand here, on the test clock."""
 from __future__ import annotations

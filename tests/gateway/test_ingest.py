@@ -1,4 +1,4 @@
-"""POST /hooks/<ingest_id> by the contract's table, on both backends, and the event's record."""
+"""POST /hooks/<id> by docs/webhooks/README.md's table, on both backends, and the event's record."""
 from __future__ import annotations
 
 import json

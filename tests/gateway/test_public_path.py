@@ -1,4 +1,4 @@
-"""The ingest URL is public: bad input through a real gunicorn gets the contract's 4xx with
+"""The ingest URL is public: bad input via a real gunicorn gets docs/webhooks/README.md's 4xx with
 nothing stored, and nothing from the body reaches the log (both backends)."""
 from __future__ import annotations
 

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 TOLERANCE_SECONDS = 300  # a signed timestamp more than 5 minutes from now, either way: refused
-MAX_EVENT_ID_CHARS = 512  # the contract's limit on a key, in code points
-# The contract's defaults: a source's forwarding retry window, and the day its TTL adds on
+MAX_EVENT_ID_CHARS = 512  # docs/api.md's limit on a key, in code points
+# Defaults (docs/webhooks/README.md): a source's forward retry window, and the day its TTL adds on
 # top of the longer of that and the provider's own retry window.
 FORWARDING_WINDOW_SECONDS = 72 * 3600
 TTL_MARGIN_SECONDS = 24 * 3600
@@ -193,7 +193,7 @@ def require_secrets(secrets: Sequence[str]) -> Sequence[str]:
 
 
 def checked_event_id(value: Any, what: str) -> str:
-    """`value` as an event id under the contract's key rule (1-512 code points, no control
+    """`value` as an event id under docs/api.md's key rule (1-512 code points, no control
     or surrogate characters; kept exactly as sent), else MissingEventId naming `what`."""
     if not isinstance(value, str) or not value:
         raise MissingEventId(f"{what} is missing or not a non-empty string")

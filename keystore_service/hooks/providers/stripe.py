@@ -4,7 +4,7 @@ sends two while an endpoint's secret is being rolled). The event id is the body'
 
 Checked against docs.stripe.com/webhooks (verify manually, automatic retries) and the
 `stripe` library's WebhookSignature.verify_header, which accepts the same headers except:
-- a timestamp more than 300 s in the future (the library checks only the past; the contract
+- a timestamp more than 300 s in the future (the library: the past only; docs/webhooks/providers.md
   refuses both ways);
 - a `t=` written with other than ASCII digits (int() takes " 17", "+17", "1_7", "١٧");
 - a header with two t= elements (the library takes the first) or a v1 value followed by

@@ -81,7 +81,7 @@ def test_rotation_either_secret_of_the_source_and_either_v1_of_the_header():
 
 
 def test_a_future_timestamp_is_refused_here_though_stripe_accepts_it():
-    # The contract's tolerance is 300 s either way; stripe's library checks only the past.
+    # docs/webhooks/providers.md: 300 s either way; stripe's library checks only the past.
     signature = header(BODY, t=NOW + 301)
     assert theirs(BODY, signature)
     assert not ours(BODY, signature)
