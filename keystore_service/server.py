@@ -33,7 +33,7 @@ from keystore_service.storage.db import Database, create
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 # Per worker: a claim mostly waits on the database, and a thread that waits is cheap. 16 lets
 # group commit form groups (4 x 16 beat 4 x 4 and 2 x 32 on every claim scenario, at ~125 MB
-# a worker instead of ~103: docs/benchmarks.md, "Group commit and thread layouts").
+# a worker instead of ~103: bench/NOTES.md, "Group commit and thread layouts").
 THREADS = 16
 # gunicorn settings of both ways of serving. timeout 60: a worker silent that long is hung
 # (the longest request, a lookup with `wait`, takes 30 s); graceful_timeout 20: what requests

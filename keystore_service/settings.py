@@ -65,7 +65,7 @@ class Settings(BaseSettings):
     # proxy's address(es) or networks, comma-separated, or "*". Loopback by default, as
     # gunicorn's own default: a proxy on the same host (docs/deployment.md).
     forwarded_allow_ips: str = "127.0.0.1,::1"
-    # Group commit (docs/benchmarks.md): claims that a worker's threads make at the same time
+    # Group commit (bench/NOTES.md): claims that a worker's threads make at the same time
     # go to the database as one statement and one commit (and on SQLite the webhook events
     # they accept at the same time, one transaction); a lone claim still goes at once.
     group_commit: bool = True

@@ -80,7 +80,7 @@ class Forwarding:
         self.random, self.observed = random, observed
         # urllib3 itself, not requests on top of it: a forward cost ~0.4 ms of CPU through
         # requests and ~0.2 ms through urllib3, on a relay whose forwards are CPU-bound
-        # (docs/benchmarks.md, "The gateway"); through the one outbound client, which
+        # (bench/NOTES.md, "The gateway"); through the one outbound client, which
         # checks the address it connects to and ends the forward at its deadline.
         self.outbound = outbound or Outbound(Policy("any", allow_link_local),
                                              ca_certs=ca_bundle())

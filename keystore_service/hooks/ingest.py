@@ -228,7 +228,7 @@ class Ingest:
         NOTIFY only when this one cannot take the event now (none runs here, or its slots
         are full). Every relay LISTENs, so each NOTIFY woke all of them for an event that
         the accepting process's relay had already taken: with 4 workers, four takes per
-        event, three of them finding nothing (docs/benchmarks.md, "The gateway")."""
+        event, three of them finding nothing (bench/NOTES.md, "The gateway")."""
         if not self._wake() and self.notifier is not None:
             self.notifier.notify()
 

@@ -15,7 +15,7 @@ class Notifier:
     of its own after the commits it tells of, one at a time: the ingests that commit while
     one is in flight share the next. Inside each ingest's transaction, NOTIFY serialised
     every ingest's commit (PostgreSQL takes one database-wide lock from a notifying
-    transaction's commit until its end, WAL flush included; docs/benchmarks.md, "The
+    transaction's commit until its end, WAL flush included; bench/NOTES.md, "The
     gateway"). A lost NOTIFY costs a relay its wake-up, not the event: the 1 s sweep
     finds it."""
 

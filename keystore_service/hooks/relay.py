@@ -37,7 +37,7 @@ class Relay:
         self._wake = threading.Event()
         self._stop = threading.Event()
         # A forward's thread then writes its end (settle), which took three times as long
-        # as the forward itself to a quick destination under load (docs/benchmarks.md, "The
+        # as the forward itself to a quick destination under load (bench/NOTES.md, "The
         # gateway"): its slot is free again once the answer is in, and up to `concurrency`
         # more threads may be writing ends meanwhile.
         self._busy = 0  # forwards in flight: the slots

@@ -6,7 +6,7 @@ first of them leads the next group: everything queued by then (up to `limit`), a
 multi-row statement and one commit. Each member gets its own row back, exactly what its own
 statement would have returned, and goes on alone from there (the slow path, when no row came
 back, is each member's own). So a lone claim waits for nothing, and under load one round trip
-and one commit serve many claims (docs/benchmarks.md, "Group commit").
+and one commit serve many claims (bench/NOTES.md, "Group commit and thread layouts").
 
 - A key already in the group waits for the next one: one INSERT ... ON CONFLICT DO UPDATE
   cannot touch a row twice.

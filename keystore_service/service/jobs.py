@@ -86,7 +86,7 @@ class Jobs:
         After each batch it pauses `pause_ratio` times as long as the batch took: back to
         back, the deletes starve the claims (SQLite's one write lock is taken again before a
         waiting claim's busy handler wakes up; PostgreSQL's WAL flushes queue behind them).
-        Measured in docs/benchmarks.md."""
+        Measured in bench/NOTES.md."""
         now, total = self.service.clock(), 0
         for _ in range(max_batches):
             started = time.monotonic()

@@ -235,7 +235,7 @@ class WriterQueue:
     lets go at once). Without it every waiting writer sleeps in SQLite's busy handler
     (1, 2, 5, 10 ... 100 ms between tries) while the lock may already be free: 4 gunicorn
     workers accepting webhooks held it idle so often that ingest ran at 0.65 of the claims
-    with a p99 of 300-800 ms (docs/benchmarks.md, "The gateway"). Only an ordering aid:
+    with a p99 of 300-800 ms (bench/NOTES.md, "The gateway"). Only an ordering aid:
     SQLite's own locks still decide, and a writer that waited `wait_seconds` for its turn
     (a stopped process holding it) goes ahead without it, as before."""
 

@@ -91,7 +91,7 @@ class HookStore:
             last_error=bindparam("error"), last_error_at=bindparam("now")), d)
         # A success clears the source's last error, and touches its row only if it has one:
         # every forward's settle wrote this one row before, so concurrent settles queued on
-        # its lock, each for its commit's flush (measured: docs/benchmarks.md, "The gateway").
+        # its lock, each for its commit's flush (measured: bench/NOTES.md, "The gateway").
         self._error_cleared = Sql(update(hook_sources).where(
             S.id == bindparam("sid"), S.last_error.is_not(None)).values(
             last_error=null(), last_error_at=null()), d)

@@ -2,7 +2,7 @@
 
 The claim is paid on every event of every connector, so its statements are not rebuilt and
 recompiled per request: a Core statement is compiled at start into the driver's SQL string,
-and each call only binds parameters (measured in docs/benchmarks.md).
+and each call only binds parameters (measured in bench/NOTES.md).
 """
 from __future__ import annotations
 

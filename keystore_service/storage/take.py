@@ -8,7 +8,7 @@ chosen interleave by tenant first, then by source, starting with the tenant and 
 a take served longest ago (`hook_sources.last_taken_at`, written by the take). So one
 source's backlog, however old, never keeps another source's event waiting behind it.
 
-Two round trips on PostgreSQL, as before (docs/benchmarks.md, "The gateway"): the
+Two round trips on PostgreSQL, as before (bench/NOTES.md, "The gateway"): the
 candidates (per source, an index scan of its own due events that stops at its room, rows
 locked SKIP LOCKED), then the sources' rows locked, the choice and the lease with the
 COMMIT. SQLite runs the same steps one by one under its write lock.

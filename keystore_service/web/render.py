@@ -31,7 +31,7 @@ def rfc3339(us: Optional[Micros]) -> Optional[str]:
 
 # A record carries four instants, a batch answer 1,000 records, and they share their seconds:
 # formatting through datetime cost ~30 us a call, a quarter of a batch claim's time
-# (docs/benchmarks.md). The caches hold recent seconds' text, a few hundred KB at most.
+# (bench/NOTES.md). The caches hold recent seconds' text, a few hundred KB at most.
 @lru_cache(maxsize=4096)
 def _rfc3339_second(seconds: int) -> str:
     return f"{_EPOCH + timedelta(seconds=seconds):%Y-%m-%dT%H:%M:%S}"
