@@ -25,6 +25,7 @@ class State(StrEnum):
 
 
 FINISHED = frozenset({State.SUCCEEDED.value, State.FAILED.value})
+MAX_RESULT_BYTES = 256 * 1024  # docs/api.md's limit on a result body, in canonical form
 
 
 HOOK_SCOPE_PREFIX = "hook:"  # the gateway's scopes: its events' records (contract v1.1)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, ValidationError
 
 from keystore_service import errors
 from keystore_service.domain import canonical, versions
-from keystore_service.domain.records import Outcome
+from keystore_service.domain.records import MAX_RESULT_BYTES, Outcome
 from keystore_service.hooks.rules import is_hook_scope
 from keystore_service.service.auth import require_operator
 from keystore_service.service.batch import Item, ItemResult
@@ -28,7 +28,6 @@ from keystore_service.web.render import (
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
 M = TypeVar("M", bound=BaseModel)
-MAX_RESULT_BYTES = 256 * 1024  # docs/api.md's limit on a result body, in canonical form
 
 
 def _service() -> KeyStoreService:
@@ -195,8 +194,9 @@ def _result_json(result: schemas.ResultIn | None) -> str:
     except ValueError as exc:
         raise errors.InvalidRequest(str(exc), details={"field": "result"}) from None
     if len(text) > MAX_RESULT_BYTES:
-        raise errors.InvalidRequest("result.body is over 256 KiB in canonical form",
-                                    details={"field": "result.body", "limit": MAX_RESULT_BYTES})
+        raise errors.InvalidRequest(
+            f"result.body is over {MAX_RESULT_BYTES // 1024} KiB in canonical form",
+            details={"field": "result.body", "limit": MAX_RESULT_BYTES})
     return text.decode("utf-8")
 
 

@@ -15,9 +15,9 @@ from pydantic import TypeAdapter, ValidationError
 from werkzeug.datastructures import MultiDict
 
 from keystore_service.domain import canonical
+from keystore_service.domain.records import MAX_RESULT_BYTES
 from keystore_service.web import hook_schemas, queries, schemas
 
-MAX_RESULT_BYTES = 256 * 1024  # docs/api.md's limit on a result body, in canonical form
 MAX_BIGINT = 2**63 - 1  # what the database's BIGINT holds
 FIRST_REPORT_DAY = queries.FIRST_REPORT_DAY
 _WHOLE = re.compile("[0-9]{1,19}")  # ASCII: str.isdigit() takes "²", which int() refuses
@@ -105,7 +105,7 @@ def result(fields: Mapping[str, str]) -> tuple[Optional[str], Optional[str]]:
     except ValueError as exc:
         raise FormError(str(exc)) from None
     if len(text) > MAX_RESULT_BYTES:
-        raise FormError("the result is over 256 KiB")
+        raise FormError(f"the result is over {MAX_RESULT_BYTES // 1024} KiB")
     return text.decode("utf-8"), resource_id
 
 
