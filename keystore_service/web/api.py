@@ -11,7 +11,7 @@ from pydantic import BaseModel, ValidationError
 from keystore_service import errors
 from keystore_service.domain import canonical, versions
 from keystore_service.domain.records import MAX_RESULT_BYTES, Outcome
-from keystore_service.hooks.rules import is_hook_scope
+from keystore_service.hooks.rules import SCOPE_PREFIX, is_hook_scope
 from keystore_service.service.auth import require_operator
 from keystore_service.service.batch import Item, ItemResult
 from keystore_service.service.claims import Claim, KeyStoreService
@@ -289,8 +289,8 @@ def _resolve_hook(body: schemas.ResolveRequest):
                                     "a resend in again (redeliver it, or dismiss the review)",
                                     details={"field": "action"})
     ks = current_app.extensions["keystore"]
-    ks.gateway.deliveries.redeliver(g.principal.tenant_id, body.scope[len("hook:"):], body.key,
-                                    force=True)
+    source = body.scope[len(SCOPE_PREFIX):]  # is_hook_scope: the scope is hook:<source>
+    ks.gateway.deliveries.redeliver(g.principal.tenant_id, source, body.key, force=True)
     record = ks.service.lookup(g.principal.tenant_id, body.scope, body.key)
     return respond({"record": _record(record), "closed_reviews": []}, 200, record)
 

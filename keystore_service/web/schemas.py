@@ -20,6 +20,7 @@ from pydantic import (
 )
 
 from keystore_service.domain import versions
+from keystore_service.domain.records import HOOK_SCOPE_PREFIX
 from keystore_service.service.fencing import LEASE_TOKEN_PATTERN
 from keystore_service.settings import MAX_LEASE_SECONDS, MAX_TTL_SECONDS
 from keystore_service.web.queries import Cursor, QueryInt, ReportDay
@@ -218,6 +219,9 @@ class ExpireRequest(RecordRef):
     pass
 
 
+_HOOK_SCOPE = "^" + re.escape(HOOK_SCOPE_PREFIX)  # is_hook_scope, as /openapi.json's pattern
+
+
 class ResolveRequest(RecordRef):
     # Said here for /openapi.json (the API checks them): a result belongs to mark_succeeded or
     # mark_failed only; redeliver is for the gateway's records (hook: scopes), and release is
@@ -227,8 +231,8 @@ class ResolveRequest(RecordRef):
                 "required": ["action"]},
          "then": {"properties": {"result": {"type": "null"}}}},
         {"if": {"properties": {"action": {"const": "redeliver"}}, "required": ["action"]},
-         "then": {"properties": {"scope": {"pattern": "^hook:"}}}},
-        {"if": {"properties": {"scope": {"pattern": "^hook:"}}, "required": ["scope"]},
+         "then": {"properties": {"scope": {"pattern": _HOOK_SCOPE}}}},
+        {"if": {"properties": {"scope": {"pattern": _HOOK_SCOPE}}, "required": ["scope"]},
          "then": {"properties": {"action": {"not": {"const": "release"}}}}}]})
 
     action: Literal["mark_succeeded", "mark_failed", "release", "dismiss", "redeliver"] = Field(

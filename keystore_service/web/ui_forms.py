@@ -16,6 +16,7 @@ from werkzeug.datastructures import MultiDict
 
 from keystore_service.domain import canonical
 from keystore_service.domain.records import MAX_RESULT_BYTES
+from keystore_service.hooks.rules import scope_of
 from keystore_service.web import hook_schemas, queries, schemas
 
 MAX_BIGINT = 2**63 - 1  # what the database's BIGINT holds
@@ -146,7 +147,7 @@ def event_ref(fields: Mapping[str, str]) -> tuple[str, str]:
     API's rule, the event id by the rule of a record's key (it is the key of its record)."""
     source = source_name(fields.get("source"))
     try:
-        ref = schemas.RecordRef(scope="hook:" + source, key=fields.get("event_id", ""))
+        ref = schemas.RecordRef(scope=scope_of(source), key=fields.get("event_id", ""))
     except ValidationError:
         raise FormError(EVENT_ID_RULE) from None
     return source, ref.key

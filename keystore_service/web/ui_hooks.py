@@ -16,6 +16,7 @@ from typing import Optional
 from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
 
 from keystore_service import errors
+from keystore_service.hooks.rules import scope_of
 from keystore_service.storage.events import ATTEMPTS_SHOWN
 from keystore_service.web import ui_bodies
 from keystore_service.web.ui_errors import error_page
@@ -129,7 +130,7 @@ def hook_dismiss():
     if review_id is None:
         raise FormError("review id is missing: use the Dismiss button of a review")
     current_app.extensions["keystore"].operations.resolve(
-        g.principal, "hook:" + source, event_id, "dismiss", review_id)
+        g.principal, scope_of(source), event_id, "dismiss", review_id)
     return redirect(_event_url(source, event_id, "dismissed"), 303)
 
 
