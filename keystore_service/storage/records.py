@@ -201,7 +201,7 @@ class RecordStore:
         stmt = self._cas_statement(tuple(sorted(changes)), tuple(k for k, v in changes.items()
                                                                   if v is INCREMENT))
         params = {k: v for k, v in changes.items() if v is not INCREMENT}
-        params["g_id"] = seen.id
+        params["g_id"], params["g_tenant_id"] = seen.id, seen.tenant_id
         for name in GUARD:
             params["g_" + name] = getattr(seen, name)
         if cur is None:
@@ -226,7 +226,9 @@ class RecordStore:
         stmt = self._cas.get(key)
         if stmt is None:
             values = {n: (R[n] + 1 if n in key[1] else bindparam(n)) for n in names}
-            where = [R.id == bindparam("g_id")] + [
+            # tenant_id is redundant with the id, and names the shard on a distributed
+            # database (docs/scaling.md; tests/integration/test_tenant_routing.py).
+            where = [R.id == bindparam("g_id"), R.tenant_id == bindparam("g_tenant_id")] + [
                 R[n].is_not_distinct_from(bindparam("g_" + n, type_=R[n].type)) for n in GUARD]
             stmt = Sql(update(records).where(*where).values(values).returning(*records.c),
                        self._dialect)

@@ -167,11 +167,14 @@ class ReviewStore:
                     break  # the rest comes with the next page
                 page.append(row)
             ids = [r[width] for r in page if r[width] is not None and r[width + RESULT]]
+            # tenant_id is redundant with the ids (rows of this page): it names the shard.
             results = dict(Sql(select(records.c.id, records.c.result).where(
-                records.c.id.in_(ids)), d, bound=True).all(cur)) if ids else {}
+                records.c.tenant_id == tenant_id, records.c.id.in_(ids)), d,
+                bound=True).all(cur)) if ids else {}
             with_kept = [r[0] for r in page if r[KEPT]]
-            kept_of = dict(Sql(select(V.id, V.kept).where(V.id.in_(with_kept)), d,
-                               bound=True).all(cur)) if with_kept else {}
+            kept_of = dict(Sql(select(V.id, V.kept).where(
+                V.tenant_id == tenant_id, V.id.in_(with_kept)), d,
+                bound=True).all(cur)) if with_kept else {}
         out = []
         for row in page:
             review = Review(*row[:KEPT], kept_of.get(row[0]), *row[KEPT + 1:width])
