@@ -17,10 +17,14 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[2] / "keystore_service"
 LAYERS = ["domain", "storage", "service", "hooks", "web"]  # each may import those before it
 BESIDE = {"errors", "settings", "logs"}  # any layer may import these (they import nothing)
-WIRING = {"app", "cli", "cli_hooks", "cli_numbers", "server", "gunicorn_conf", "gateway",
-          "config_report"}
+WIRING = {"app", "server", "gunicorn_conf", "gateway", "config_report"}
 WIRING |= {"sealing_keys"}  # a process's sealing keys, checked against its database
 WIRING |= {"slow_clients"}  # server.py's worker: deadlines for slow clients (gunicorn)
+# The `keystore` command, a folder of wiring: one module per command group, and the modules
+# the groups share. Nothing outside it imports it; a group's module imports no other group's.
+CLI = {"cli"}
+CLI_SHARED = {"cli.common", "cli.params", "cli.source_options"}
+WIRING |= CLI
 SQL = {"storage.tables", "storage.sql", "storage.db"}  # only storage/ (and wiring) use them
 
 
@@ -32,7 +36,7 @@ def imports(path: Path) -> set[str]:
             parts = node.module.split(".")[1:]
             if not parts:
                 found.update(a.name for a in node.names)
-            elif len(parts) == 1 and parts[0] in LAYERS:
+            elif len(parts) == 1 and parts[0] in [*LAYERS, *CLI]:
                 found.update(f"{parts[0]}.{a.name}" for a in node.names)
             else:
                 found.add(".".join(parts[:2]))
@@ -53,9 +57,9 @@ def modules() -> list[Path]:
 
 def test_the_top_level_holds_only_the_wiring_and_what_sits_beside_every_layer():
     top = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
-    assert top == WIRING | BESIDE, "put a new module in the folder of its layer"
+    assert top == (WIRING - CLI) | BESIDE, "put a new module in the folder of its layer"
     folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
-    assert folders == set(LAYERS)
+    assert folders == set(LAYERS) | CLI
 
 
 def test_imports_point_down_only():
@@ -68,6 +72,15 @@ def test_imports_point_down_only():
             allowed |= set(LAYERS[:LAYERS.index(layer) + 1]) | BESIDE
         for name in imports(path):
             assert name.split(".")[0] in allowed, f"{path.relative_to(PACKAGE)} imports {name}"
+
+
+def test_only_the_entry_point_imports_the_cli_and_its_groups_stand_alone():
+    for path in modules():
+        used = {name for name in imports(path) if name.split(".")[0] in CLI}
+        if layer_of(path) not in CLI:
+            assert not used, f"{path.relative_to(PACKAGE)} imports the command line"
+        elif path.stem != "__init__":
+            assert used <= CLI_SHARED, f"cli/{path.name} imports {used - CLI_SHARED}"
 
 
 def test_every_sql_statement_is_in_storage():

@@ -35,8 +35,9 @@ class Whole(click.ParamType):
         return n
 
 
-class Decimal(click.ParamType):
-    """A number from `low` to `high`, e.g. 2 or 0.5."""
+class Finite(click.ParamType):
+    """A finite number from `low` to `high`, e.g. 2 or 0.5 (named so as not to shadow the
+    standard library's `decimal.Decimal`)."""
 
     name = "number"
 

@@ -1,0 +1,154 @@
+"""`keystore source create`'s options, in the groups they form: the destination's forwards, the
+generic provider's scheme and the source's limits. Each group is one small dataclass that
+`body()` turns into its part of the API's SourceCreate body (docs/webhooks/README.md).
+
+click has no argument groups (as argparse has); `grouped` gives one: it declares a group's
+options and hands the command one dataclass of their values instead of one argument each."""
+from __future__ import annotations
+
+import dataclasses
+import sys
+from collections.abc import Callable
+from typing import Any, Optional
+
+import click
+
+from keystore_service.cli.params import Whole
+
+
+def grouped(into: str, cls: type, *options: Callable) -> Callable:
+    """Declare `options` (in the order shown in --help) and pass the command, as `into`, one
+    `cls` made of their values (its fields are named as the options' parameters)."""
+    names = [field.name for field in dataclasses.fields(cls)]
+
+    def decorate(command: Callable) -> Callable:
+        def with_group(**given: Any) -> Any:
+            given[into] = cls(**{name: given.pop(name) for name in names})
+            return command(**given)
+        with_group.__name__ = command.__name__
+        with_group.__doc__ = command.__doc__
+        # the options declared below this one stay below it in --help
+        with_group.__click_params__ = list(getattr(command, "__click_params__", []))
+        for option in reversed(options):
+            with_group = option(with_group)
+        return with_group
+    return decorate
+
+
+def stdin_if_dash(value: str) -> str:
+    """A secret given as '-' is read from stdin's next line (never from the command line)."""
+    return sys.stdin.readline().strip() if value == "-" else value
+
+
+def _header(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition(":")
+    if not sep:
+        raise click.BadParameter("a header is 'Name: value'", param_hint="--header")
+    return name.strip(), value.strip()
+
+
+@dataclasses.dataclass(frozen=True)
+class Forward:
+    """Where and how each event is forwarded: the workflow's URL and what a forward carries."""
+
+    destination: str
+    headers: tuple[str, ...]
+    destination_secret: Optional[str]
+    timeout: int
+    retry_statuses: tuple[int, ...]
+    delivered_header: Optional[str]
+
+    def body(self) -> dict[str, Any]:
+        """The body's "destination" without its secret; raises click.BadParameter for a
+        header without ':'."""
+        return {"url": self.destination, "timeout_seconds": self.timeout,
+                "headers": dict(_header(h) for h in self.headers),
+                "retry_statuses": list(self.retry_statuses),
+                "delivered_header": self.delivered_header}
+
+
+FORWARD = (
+    click.option("--destination", required=True, help="The workflow's webhook URL."),
+    click.option("--header", "headers", multiple=True, help="'Name: value' for every forward."),
+    click.option("--destination-secret", default=None,
+                 help="whsec_...: sign forwards (Standard Webhooks); '-' reads stdin."),
+    click.option("--timeout", type=Whole(1, 60), default=10, show_default=True),
+    click.option("--retry-status", "retry_statuses", type=Whole(400, 499),
+                 multiple=True, help="A 4xx answer to retry too (n8n while it starts: 404)."),
+    click.option("--delivered-header", default=None,
+                 help="A 2xx counts as delivered only with this header in the answer."),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Generic:
+    """The generic provider's scheme: how a request is verified and what identifies its event."""
+
+    signature_header: Optional[str]
+    signature_algorithm: str
+    signature_encoding: str
+    signature_prefix: str
+    event_id_header: Optional[str]
+    event_id_json: tuple[str, ...]
+
+    def body(self) -> dict[str, Any]:
+        """The body's "signature" (None: unsigned) and "event_id"."""
+        signature = None if self.signature_header is None else {
+            "header": self.signature_header, "algorithm": self.signature_algorithm,
+            "encoding": self.signature_encoding, "prefix": self.signature_prefix}
+        event_id = ({"header": self.event_id_header} if self.event_id_header else
+                    {"json": list(self.event_id_json)})
+        return {"signature": signature, "event_id": event_id}
+
+
+GENERIC = (
+    click.option("--signature-header", default=None, help="generic: the signature's header"),
+    click.option("--signature-algorithm", type=click.Choice(["sha256", "sha1"]),
+                 default="sha256", show_default=True),
+    click.option("--signature-encoding", type=click.Choice(["hex", "base64"]), default="hex",
+                 show_default=True),
+    click.option("--signature-prefix", default="", help="generic: e.g. 'sha256='"),
+    click.option("--event-id-header", default=None, help="generic: the event id's header"),
+    click.option("--event-id-json", multiple=True,
+                 help="generic: a JSON pointer of the event id (repeat to join several)"),
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """The source's bounds; None leaves the service's default."""
+
+    ttl: Optional[int]
+    retry_window: Optional[int]
+    max_in_flight: Optional[int]
+    max_pause: Optional[int]
+
+    def body(self) -> dict[str, int]:
+        given = (("ttl_seconds", self.ttl), ("retry_window_seconds", self.retry_window),
+                 ("max_in_flight", self.max_in_flight), ("max_pause_seconds", self.max_pause))
+        return {key: value for key, value in given if value is not None}
+
+
+LIMITS = (
+    click.option("--ttl", type=Whole(1), default=None),
+    click.option("--retry-window", type=Whole(1), default=None),
+    click.option("--max-in-flight", type=Whole(1), default=None),
+    click.option("--max-pause", type=Whole(1, 86400), default=None,
+                 help="Seconds a destination's Retry-After may pause it, at most "
+                      "(default 3600)."),
+)
+
+
+def source_body(name: str, provider: str, secrets: tuple[str, ...], forward: Forward,
+                generic: Generic, limits: Limits) -> dict[str, Any]:
+    """The API's SourceCreate body of the options; secrets given as '-' are read from stdin
+    (the signing secrets first, then the destination's)."""
+    body: dict[str, Any] = {"name": name, "provider": provider, "destination": forward.body()}
+    if secrets:
+        body["secrets"] = [stdin_if_dash(s) for s in secrets]
+    if forward.destination_secret:
+        body["destination"]["secret"] = stdin_if_dash(forward.destination_secret)
+    if provider == "generic":
+        body.update(generic.body())
+    body.update(limits.body())
+    return body

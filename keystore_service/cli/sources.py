@@ -1,0 +1,161 @@
+"""The gateway's sources and deliveries: `keystore source create|list|show|disable|resume`,
+`keystore deliveries` and `keystore redeliver` (docs/webhooks/README.md). Like the other admin
+commands they name their database on stderr and refuse one without the schema."""
+from __future__ import annotations
+
+import json
+from typing import Any, Optional
+
+import click
+from pydantic import ValidationError
+
+from keystore_service import errors
+from keystore_service.cli.common import keystore, run, say, tenant
+from keystore_service.cli.params import Whole
+from keystore_service.cli.source_options import (FORWARD, GENERIC, LIMITS, Forward, Generic,
+                                                 Limits, grouped, source_body)
+from keystore_service.web import hook_schemas
+from keystore_service.web.render import rfc3339, validation_details
+
+TENANT = click.option("--tenant", "tenant_name", default="default", show_default=True)
+
+
+@click.group("source", help="Webhook sources of the inbound gateway (docs/webhooks.md).")
+def source() -> None:
+    pass
+
+
+@source.command("create", help="Create a source; prints its ingest URL on stdout.")
+@TENANT
+@click.option("--name", required=True)
+@click.option("--provider", required=True,
+              help="stripe, github, shopify, slack, standard or generic")
+@click.option("--secret", "secrets_", multiple=True,
+              help="A signing secret (twice during a rotation); '-' reads it from stdin.")
+@grouped("forward", Forward, *FORWARD)
+@grouped("generic", Generic, *GENERIC)
+@grouped("limits", Limits, *LIMITS)
+@click.option("--public-url", default=None,
+              help="The key store's address as providers reach it (or KEYSTORE_PUBLIC_URL).")
+def source_create(tenant_name: str, name: str, provider: str, secrets_: tuple[str, ...],
+                  forward: Forward, generic: Generic, limits: Limits,
+                  public_url: Optional[str]) -> None:
+    ks = keystore()
+    body = source_body(name, provider, secrets_, forward, generic, limits)
+    tenant_id = tenant(ks, tenant_name)
+    shown = run(lambda: ks.gateway.sources.create(
+        tenant_id, _model(hook_schemas.SourceCreate, body)))
+    base = public_url or ks.settings.public_url
+    path = f"/hooks/{shown.ingest_id}"
+    click.echo(base.rstrip("/") + path if base else path)
+    hint = "" if base else (" (prefix it with the address providers reach the key store "
+                            "at, or give --public-url)")
+    say(f"keystore: created source {name!r} ({provider}) for tenant {tenant_name!r}; "
+        f"its ingest URL is on stdout{hint}")
+
+
+@source.command("list", help="The tenant's sources, one per line, with their queues.")
+@TENANT
+def source_list(tenant_name: str) -> None:
+    ks = keystore()
+    for s in ks.gateway.sources.all(tenant(ks, tenant_name)):
+        q = s.queue
+        state = s.source.state if s.health == "ok" else f"{s.source.state},{s.health}"
+        click.echo(f"{s.source.name}\t{s.source.provider}\t{state}\t"
+                   f"queued={q.queued} delivering={q.delivering} failed={q.failed}\t"
+                   f"{s.source.destination_url}")
+
+
+@source.command("show", help="One source as JSON (never its secrets).")
+@TENANT
+@click.argument("name")
+def source_show(tenant_name: str, name: str) -> None:
+    ks = keystore()
+    s = run(lambda: ks.gateway.sources.get(tenant(ks, tenant_name), name))
+    click.echo(json.dumps(_shown_json(s), indent=2))
+
+
+@source.command("disable", help="Its ingest URL answers 404 from now on; events already "
+                                "accepted are still forwarded.")
+@TENANT
+@click.argument("name")
+def source_disable(tenant_name: str, name: str) -> None:
+    ks = keystore()
+    run(lambda: ks.gateway.sources.disable(tenant(ks, tenant_name), name))
+    say(f"keystore: disabled source {name!r}")
+
+
+@source.command("resume", help="End the source's pause (a destination's Retry-After); "
+                               "its waiting events are forwarded at once.")
+@TENANT
+@click.argument("name")
+def source_resume(tenant_name: str, name: str) -> None:
+    ks = keystore()
+    run(lambda: ks.gateway.sources.resume(tenant(ks, tenant_name), name))
+    say(f"keystore: resumed source {name!r}")
+
+
+@click.command("deliveries", help="Recent deliveries of the tenant's sources, newest first "
+                                  "(JSON lines).")
+@TENANT
+@click.option("--source", "source_name", default=None)
+@click.option("--state", type=click.Choice(["queued", "delivering", "delivered", "failed"]),
+              default=None)
+@click.option("--limit", type=Whole(1, 500), default=50, show_default=True)
+def deliveries(tenant_name: str, source_name: Optional[str], state: Optional[str],
+               limit: int) -> None:
+    ks = keystore()
+    page, _ = ks.gateway.deliveries.list(tenant(ks, tenant_name), source_name, state,
+                                         None, limit)
+    for d in page:
+        click.echo(json.dumps({"source": d.source, "event_id": d.event.event_id,
+                               "state": d.event.state,
+                               "received_at": rfc3339(d.event.received_at),
+                               "attempts": d.event.attempts}))
+
+
+@click.command("redeliver", help="Forward an event again under the same identity.")
+@TENANT
+@click.option("--source", "source_name", required=True)
+@click.option("--event-id", required=True)
+@click.option("--force", is_flag=True, help="Also an event that was delivered.")
+def redeliver(tenant_name: str, source_name: str, event_id: str, force: bool) -> None:
+    ks = keystore()
+    try:
+        ks.gateway.deliveries.redeliver(tenant(ks, tenant_name), source_name, event_id,
+                                        force)
+    except errors.AlreadyCompleted:
+        raise click.ClickException("the event was delivered; redeliver it with --force "
+                                   "(its workflow then runs again)") from None
+    except errors.KeystoreError as exc:
+        raise click.ClickException(exc.message) from None
+    say(f"keystore: {event_id!r} of {source_name!r} is queued again")
+
+
+def _model(model: Any, body: dict[str, Any]) -> Any:
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        problems = "; ".join(f"{e['field']}: {e['message']}"
+                             for e in validation_details(exc)["errors"])
+        raise click.ClickException(problems) from None
+
+
+def _shown_json(s: Any) -> dict[str, Any]:
+    src = s.source
+    forward = src.options.get("forward", {})
+    return {"name": src.name, "provider": src.provider, "state": src.state,
+            "health": s.health,
+            "destination": {"url": src.destination_url, "header_names": s.header_names,
+                            "has_secret": s.has_destination_secret,
+                            "retry_statuses": forward.get("retry_statuses", []),
+                            "delivered_header": forward.get("delivered_header")},
+            "secrets": s.secret_count, "ttl_seconds": src.ttl_seconds,
+            "retry_window_seconds": src.retry_window_seconds,
+            "max_in_flight": src.max_in_flight, "max_pause_seconds": src.max_pause_seconds,
+            "paused_until": rfc3339(src.paused_until), "last_error": src.last_error,
+            "queue": {"queued": s.queue.queued, "delivering": s.queue.delivering,
+                      "failed": s.queue.failed}}
+
+
+COMMANDS = (source, deliveries, redeliver)
