@@ -20,7 +20,7 @@ from keystore_service.web.render import rfc3339, validation_details
 TENANT = click.option("--tenant", "tenant_name", default="default", show_default=True)
 
 
-@click.group("source", help="Webhook sources of the inbound gateway (docs/webhooks.md).")
+@click.group("source", help="Webhook sources of the inbound gateway (docs/webhooks/README.md).")
 def source() -> None:
     pass
 
