@@ -11,6 +11,7 @@ from typing import Optional
 
 from keystore_service import errors
 from keystore_service.domain import records as domain
+from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.domain.records import Micros, Record, State
 from keystore_service.hooks import rules
 from keystore_service.storage.events import Attempt, Event, HookStore
@@ -86,9 +87,9 @@ class Deliveries:
             event = self.events.of_record(cur, record.id) if record is not None else None
             if event is None:
                 raise errors.NotFound("no such event of this source")
-            if event.state in ("queued", "delivering"):
+            if event.state in (DeliveryState.QUEUED, DeliveryState.DELIVERING):
                 raise errors.InProgress("the event is queued or being forwarded")
-            if event.state == "delivered" and not force:
+            if event.state == DeliveryState.DELIVERED and not force:
                 raise errors.AlreadyCompleted("the event was delivered; redeliver it with "
                                               "force: true")
             if event.body is None:

@@ -15,6 +15,7 @@ from typing import Any, Optional
 from requests.certs import where as ca_bundle
 
 from keystore_service.domain import records as domain
+from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.domain.records import SECOND, Micros, State
 from keystore_service.hooks import rules
 from keystore_service.hooks.destinations import Policy
@@ -265,7 +266,8 @@ class Forwarding:
                                        kept=kept)
 
 
-_STATES = {Outcome.DELIVERED: "delivered", Outcome.RETRY: "queued", Outcome.FAILED: "failed"}
+_STATES = {Outcome.DELIVERED: DeliveryState.DELIVERED.value,  # an attempt's outcome: its state
+           Outcome.RETRY: DeliveryState.QUEUED.value, Outcome.FAILED: DeliveryState.FAILED.value}
 
 
 def _reason(outcome: Outcome, result: Result) -> Optional[str]:

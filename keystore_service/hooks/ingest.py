@@ -28,6 +28,7 @@ from typing import Any, Optional
 
 from keystore_service import errors
 from keystore_service.domain import records as domain
+from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.domain.records import SECOND, Micros, Record
 from keystore_service.domain.upkeep import claim_changes
 from keystore_service.hooks import providers, rules
@@ -166,7 +167,7 @@ class Ingest:
             source.tenant_id, rules.scope_of(source.name), event_id, fingerprint, token_hash,
             now, window_end, now + source.ttl_seconds * SECOND, domain.OnStale.RETRY.value)
         event = {"tenant_id": source.tenant_id, "source_id": source.id, "event_id": event_id,
-                 "state": "queued", "body": body, "headers": json.dumps(headers),
+                 "state": DeliveryState.QUEUED.value, "body": body, "headers": json.dumps(headers),
                  "received_at": now, "window_start": now, "next_attempt_at": now,
                  "attempts": 0, "lease_holder": None, "lease_until": None,
                  "delivered_at": None, "body_dropped_at": None}

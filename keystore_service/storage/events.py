@@ -10,6 +10,7 @@ from typing import Any, Optional
 from sqlalchemy import bindparam, delete, func, insert, null, or_, select, update
 from sqlalchemy.dialects import postgresql
 
+from keystore_service.domain.deliveries import DeliveryState as Q
 from keystore_service.domain.records import SECOND, Micros, Record
 from keystore_service.storage.db import Database
 from keystore_service.storage.records import INSERT_COLUMNS, insert_or_count
@@ -79,7 +80,7 @@ class HookStore:
             {c.name: bindparam(c.name) for c in hook_attempts.c if c.name != "id"}), d)
         # An attempt's result is written only while it still holds the lease it took.
         self._settle = Sql(update(hook_events).where(
-            E.id == bindparam("eid"), E.state == "delivering",
+            E.id == bindparam("eid"), E.state == Q.DELIVERING.value,
             E.lease_holder == bindparam("holder"), E.attempts == bindparam("attempt"))
             .values(state=bindparam("state"), next_attempt_at=bindparam("next_at"),
                     delivered_at=bindparam("delivered_at"), lease_holder=null(),
@@ -100,12 +101,13 @@ class HookStore:
             if db.sqlite else func.greatest(func.coalesce(S.paused_until, 0),
                                             bindparam("until"))), d)
         self._redeliver = Sql(update(hook_events).where(
-            E.id == bindparam("eid"), or_(E.state == "delivered", E.state == "failed")).values(
-            state="queued", window_start=bindparam("now"), next_attempt_at=bindparam("now"),
+            E.id == bindparam("eid"),
+            or_(E.state == Q.DELIVERED.value, E.state == Q.FAILED.value)).values(
+            state=Q.QUEUED.value, window_start=bindparam("now"), next_attempt_at=bindparam("now"),
             delivered_at=null()).returning(*hook_events.c), d)
         keep = select(S.keep_body_seconds).where(S.id == E.source_id).scalar_subquery()
         self._drop = Sql(update(hook_events).where(
-            E.state == "delivered", E.body.is_not(None),
+            E.state == Q.DELIVERED.value, E.body.is_not(None),
             E.delivered_at <= bindparam("now") - keep * SECOND)
             .values(body=null(), body_dropped_at=bindparam("now")), d)
 
@@ -170,7 +172,7 @@ class HookStore:
         holds its lease; False when it was taken over meanwhile (its result is dropped)."""
         return self._settle.one(cur, {
             "eid": event.id, "holder": holder, "attempt": event.attempts, "state": state,
-            "next_at": next_at, "delivered_at": now if state == "delivered" else None}) \
+            "next_at": next_at, "delivered_at": now if state == Q.DELIVERED else None}) \
             is not None
 
     def settled(self, event: Event, holder: str, state: str, now: Micros,
@@ -185,7 +187,7 @@ class HookStore:
             return None
         params = {"eid": event.id, "holder": holder, "attempt": event.attempts,
                   "state": state, "next_at": next_at,
-                  "delivered_at": now if state == "delivered" else None, "now": now,
+                  "delivered_at": now if state == Q.DELIVERED else None, "now": now,
                   "duration_ms": duration_ms, "status_code": status, "error": error,
                   "answer": answer}
         if record_state is None:
@@ -278,7 +280,7 @@ def _settled(ended: bool) -> Any:
     [, rec AS (UPDATE its record, still in progress, to `ending` with `result`), h AS
     (INSERT the record's attempt history FROM rec)] SELECT ev's id, and whether rec ended."""
     ev = update(hook_events).where(
-        E.id == bindparam("eid"), E.state == "delivering",
+        E.id == bindparam("eid"), E.state == Q.DELIVERING.value,
         E.lease_holder == bindparam("holder"), E.attempts == bindparam("attempt")).values(
         state=bindparam("state"), next_attempt_at=bindparam("next_at"),
         delivered_at=bindparam("delivered_at"), lease_holder=null(), lease_until=null()

@@ -8,6 +8,7 @@ from typing import Any
 from sqlalchemy import bindparam, case, func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.domain.records import SECOND, Micros
 from keystore_service.storage.db import Database
 from keystore_service.storage.sql import Sql
@@ -57,7 +58,7 @@ class Gauges:
         return self._rows(select(t.name, s.name, func.count(e.id), func.min(e.received_at))
                           .select_from(hook_sources.join(tenants, t.id == s.tenant_id)
                                        .outerjoin(hook_events, (e.source_id == s.id)
-                                                  & (e.state == "queued")))
+                                                  & (e.state == DeliveryState.QUEUED.value)))
                           .group_by(t.name, s.name))
 
     def _rows(self, stmt) -> list[tuple]:

@@ -8,6 +8,7 @@ from typing import Any, Optional
 
 from sqlalchemy import bindparam, func, null, or_, select, update
 
+from keystore_service.domain.deliveries import DeliveryState as Q
 from keystore_service.domain.records import Micros
 from keystore_service.storage.db import Database
 from keystore_service.storage.sql import Sql
@@ -96,7 +97,7 @@ class SourceStore:
             paused_until=null()), d)
         # the events whose next attempt the pause set (or a backoff it outlasted)
         self._waited = Sql(update(hook_events).where(
-            E.source_id == bindparam("sid"), E.state == "queued",
+            E.source_id == bindparam("sid"), E.state == Q.QUEUED.value,
             E.next_attempt_at > bindparam("now"), E.next_attempt_at <= bindparam("until"))
             .values(next_attempt_at=bindparam("now")), d)
         self._state = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
@@ -105,7 +106,7 @@ class SourceStore:
             E.source_id, E.state, func.count(), func.min(E.received_at),
             func.min(E.next_attempt_at)).where(
             E.tenant_id == bindparam("tenant_id"),
-            or_(E.state == "queued", E.state == "delivering", E.state == "failed"))
+            or_(*(E.state == s.value for s in (Q.QUEUED, Q.DELIVERING, Q.FAILED))))
             .group_by(E.source_id, E.state), d)
         # from the tenant's open reviews (few) to their events, by the events' record_id
         self._held = Sql(select(E.source_id, func.count()).select_from(
@@ -160,7 +161,7 @@ class SourceStore:
             for source_id, state, n, oldest, next_at in self._queues.all(cur, params):
                 c = of(source_id)
                 c[state] = n
-                if state == "queued":
+                if state == Q.QUEUED:
                     c["oldest"], c["next"] = oldest, next_at
             for source_id, n in self._held.all(cur, params):
                 of(source_id)["held"] = n

@@ -24,6 +24,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql
 
+from keystore_service.domain.deliveries import DeliveryState
+
 metadata = MetaData(naming_convention={
     "ix": "ix_%(table_name)s_%(column_0_N_name)s",
     "uq": "uq_%(table_name)s_%(column_0_N_name)s",
@@ -318,8 +320,11 @@ hook_events = Table(
     Column("lease_until", BigInteger, nullable=True),
     Column("delivered_at", BigInteger, nullable=True),
     Column("body_dropped_at", BigInteger, nullable=True),
-    CheckConstraint("state IN ('queued', 'delivering', 'delivered', 'failed')", name="state"),
-    CheckConstraint("state <> 'delivering' OR lease_until IS NOT NULL", name="lease"),
+    # The same text as migration 0007's: the stored strings of domain/deliveries.py.
+    CheckConstraint("state IN (" + ", ".join(f"'{s.value}'" for s in DeliveryState) + ")",
+                    name="state"),
+    CheckConstraint(f"state <> '{DeliveryState.DELIVERING.value}' OR lease_until IS NOT NULL",
+                    name="lease"),
     Index(None, "source_id", "state", "next_attempt_at"),  # a source's due events (take)
     Index(None, "tenant_id", "received_at"),
 )

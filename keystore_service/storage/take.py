@@ -25,23 +25,26 @@ from typing import Any
 from sqlalchemy import text
 from sqlalchemy.engine import Dialect
 
+from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.domain.records import SECOND
 from keystore_service.storage.sql import Sql
 from keystore_service.storage.tables import hook_events, hook_sources
 
 LEASE_MARGIN_SECONDS = 15  # an attempt's lease: the destination's timeout + this (contract)
 EXPIRED, DUE, ENDED = 0, 1, 2  # the kinds of candidates
+# The two states the take reads and writes, as SQL literals of their stored strings.
+_QUEUED, _DELIVERING = (f"'{s.value}'" for s in (DeliveryState.QUEUED, DeliveryState.DELIVERING))
 
-_IN_FLIGHT = """(SELECT count(*) FROM hook_events d WHERE d.source_id = s.id
-                   AND d.state = 'delivering' AND d.lease_until > :now)"""
+_IN_FLIGHT = f"""(SELECT count(*) FROM hook_events d WHERE d.source_id = s.id
+                   AND d.state = {_DELIVERING} AND d.lease_until > :now)"""
 _PAUSED = "(s.paused_until IS NOT NULL AND s.paused_until > :now)"
 # Per kind: the condition on an event of source s, its order, and the condition on s.
 _KINDS = {
-    EXPIRED: ("e.state = 'delivering' AND e.lease_until <= :now", "e.lease_until",
+    EXPIRED: (f"e.state = {_DELIVERING} AND e.lease_until <= :now", "e.lease_until",
               f"NOT {_PAUSED}"),
-    DUE: ("e.state = 'queued' AND e.next_attempt_at <= :now", "e.next_attempt_at",
+    DUE: (f"e.state = {_QUEUED} AND e.next_attempt_at <= :now", "e.next_attempt_at",
           f"NOT {_PAUSED}"),
-    ENDED: (f"e.state = 'queued' AND e.next_attempt_at <= :now AND "
+    ENDED: (f"e.state = {_QUEUED} AND e.next_attempt_at <= :now AND "
             f"e.window_start <= :now - s.retry_window_seconds * {SECOND}", "e.next_attempt_at",
             _PAUSED),
 }
@@ -97,7 +100,7 @@ _LEASE = f"""
                max(last) OVER (PARTITION BY tid) AS tlast
         FROM fit WHERE rn <= room),
     chosen AS (SELECT id, sid FROM turns ORDER BY turn, tlast, tid LIMIT :n){{touch}}
-    UPDATE hook_events SET state = 'delivering', attempts = attempts + 1,
+    UPDATE hook_events SET state = {_DELIVERING}, attempts = attempts + 1,
         lease_holder = :holder,
         lease_until = :now + ((SELECT timeout_seconds FROM hook_sources s
                                WHERE s.id = hook_events.source_id)

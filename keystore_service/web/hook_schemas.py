@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from keystore_service.domain.deliveries import DELIVERY_STATES
 from keystore_service.hooks import providers
 from keystore_service.hooks.providers import standard
 from keystore_service.settings import MAX_TTL_SECONDS
@@ -151,7 +152,7 @@ class Redeliver(_Body):
 class DeliveriesQuery(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     source: Optional[SourceName] = None
-    state: Optional[Literal["queued", "delivering", "delivered", "failed"]] = None
+    state: Optional[Literal[DELIVERY_STATES]] = None
     event_id: Optional[Key] = None
     limit: QueryInt(1, 500) = 50
     cursor: Optional[Cursor] = None
@@ -219,7 +220,7 @@ class AttemptOut(_Out):
 class DeliveryOut(_Out):
     source: str
     event_id: str
-    state: Literal["queued", "delivering", "delivered", "failed"]
+    state: Literal[DELIVERY_STATES]
     received_at: str
     next_attempt_at: Optional[str]
     delivered_at: Optional[str]

@@ -6,6 +6,7 @@ from __future__ import annotations
 from flask import Blueprint, current_app, g, request
 
 from keystore_service import errors
+from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.hooks.deliveries import Delivery
 from keystore_service.hooks.sources import Shown
 from keystore_service.service.auth import require_operator
@@ -142,7 +143,7 @@ def delivery_json(d: Delivery) -> dict:
     e = d.event
     return {"source": d.source, "event_id": e.event_id, "state": e.state,
             "received_at": rfc3339(e.received_at),
-            "next_attempt_at": rfc3339(e.next_attempt_at) if e.state == "queued" else None,
+            "next_attempt_at": rfc3339(e.next_attempt_at) if e.state == DeliveryState.QUEUED else None,
             "delivered_at": rfc3339(e.delivered_at),
             "attempts": [{k: v for k, v in {"at": rfc3339(a.at), "status_code": a.status_code,
                                             "error": a.error, "duration_ms": a.duration_ms

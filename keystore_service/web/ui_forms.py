@@ -15,6 +15,7 @@ from pydantic import TypeAdapter, ValidationError
 from werkzeug.datastructures import MultiDict
 
 from keystore_service.domain import canonical
+from keystore_service.domain.deliveries import DELIVERY_STATES
 from keystore_service.domain.records import MAX_RESULT_BYTES
 from keystore_service.hooks.rules import scope_of
 from keystore_service.web import hook_schemas, queries, schemas
@@ -33,7 +34,6 @@ SCOPE_RULE = "a scope is 1 to 128 characters of A-Z a-z 0-9 _ . : -"
 KEY_RULE = "a key is 1 to 512 characters, none of them a control character"
 SOURCE_RULE = "a source name is 1 to 64 characters of a-z 0-9 _ -"
 EVENT_ID_RULE = "an event id is 1 to 512 characters, none of them a control character"
-DELIVERY_STATES = ("queued", "delivering", "delivered", "failed")  # hook_schemas.DeliveriesQuery
 _SOURCE_NAME = TypeAdapter(hook_schemas.SourceName)
 _CURSOR = re.compile(queries.CURSOR_PATTERN[1:-1])  # fullmatch: without ^ and $
 

@@ -16,6 +16,7 @@ from typing import Optional
 from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
 
 from keystore_service import errors
+from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.hooks.rules import scope_of
 from keystore_service.storage.events import ATTEMPTS_SHOWN
 from keystore_service.web import ui_bodies
@@ -66,7 +67,8 @@ def _event_url(source: str, event_id: str, done: Optional[str] = None) -> str:
 def hooks():
     """The section's first page: the sources with their queues, the newest failures."""
     sources = _gateway().sources.overview(_tenant())
-    failed, more = _gateway().deliveries.list(_tenant(), state="failed", limit=FAILED_SHOWN)
+    failed, more = _gateway().deliveries.list(_tenant(), state=DeliveryState.FAILED.value,
+                                               limit=FAILED_SHOWN)
     return render_template("ui/hooks.html", sources=sources, failed=failed, more=more,
                            attempts_shown=ATTEMPTS_SHOWN,
                            broken=_gateway().sources.broken(_tenant()))
