@@ -14,6 +14,7 @@ from keystore_service.cli.common import keystore, run, say, tenant
 from keystore_service.cli.params import Whole
 from keystore_service.cli.source_options import (FORWARD, GENERIC, LIMITS, Forward, Generic,
                                                  Limits, grouped, source_body)
+from keystore_service.domain.deliveries import DELIVERY_STATES
 from keystore_service.web import hook_schemas
 from keystore_service.web.render import rfc3339, validation_details
 
@@ -99,8 +100,7 @@ def source_resume(tenant_name: str, name: str) -> None:
                                   "(JSON lines).")
 @TENANT
 @click.option("--source", "source_name", default=None)
-@click.option("--state", type=click.Choice(["queued", "delivering", "delivered", "failed"]),
-              default=None)
+@click.option("--state", type=click.Choice(DELIVERY_STATES), default=None)
 @click.option("--limit", type=Whole(1, 500), default=50, show_default=True)
 def deliveries(tenant_name: str, source_name: Optional[str], state: Optional[str],
                limit: int) -> None:
