@@ -1,4 +1,4 @@
-"""Why a lease token is refused (409 lease_lost): the contract's code and status, with a
+"""Why a lease token is refused (409 lease_lost): docs/api.md's code and status, with a
 message that says what the record shows, so a pasted placeholder is not taken for a lost
 race (issue 25: the README's "lt_..." was told it was "replaced by a newer attempt").
 
