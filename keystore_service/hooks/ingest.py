@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Callable, Hashable
@@ -37,9 +36,10 @@ from keystore_service.hooks.held import held_kept
 from keystore_service.hooks.notify import Notifier
 from keystore_service.hooks.providers import Headers, Inbound, InvalidSignature, MissingEventId
 from keystore_service.hooks.rules import Arrival
+from keystore_service.service.fencing import new_lease_token
 from keystore_service.service.grouping import Groups
+from keystore_service.service.phases import AGAIN, Again, atomic_phase
 from keystore_service.service.sealing import Sealer, SourceBroken
-from keystore_service.storage.accounts import hash_token
 from keystore_service.storage.events import HookStore
 from keystore_service.storage.records import RecordStore, new_record_values
 from keystore_service.storage.reviews import ReviewStore
@@ -161,7 +161,7 @@ class Ingest:
 
     def _record(self, source: Source, event_id: str, fingerprint: str, body: bytes,
                 headers: list, now: Micros) -> Arrival:
-        token_hash = hash_token("lt_" + secrets.token_urlsafe(24))  # the gateway holds it
+        _, token_hash = new_lease_token()  # the gateway holds it
         window_end = rules.window_end(now, source.retry_window_seconds)
         values = new_record_values(
             source.tenant_id, rules.scope_of(source.name), event_id, fingerprint, token_hash,
@@ -180,18 +180,20 @@ class Ingest:
             row, added = self.events.claim_and_add(values, event)
             if row is not None:
                 return Arrival.NEW if added else Arrival.DUPLICATE  # a repeat is counted
-        for _ in range(16):  # lost compare-and-set races; each needs another writer
-            with self.records.transaction() as cur:
-                arrival = self._record_new(cur, values, event)
-                if arrival is not None:
-                    return arrival
-                seen = self.records.get(source.tenant_id, values["scope"], event_id, cur)
-                if seen is None:
-                    continue  # purged in between: insert again
-                arrival = rules.decide_arrival(seen, fingerprint, now)
-                if self._write(cur, arrival, seen, values, event, body, headers, now):
-                    return arrival
-        raise errors.Unavailable("too much contention on this event; the provider resends")
+
+        def step(cur) -> Arrival | Again:
+            arrival = self._record_new(cur, values, event)
+            if arrival is not None:
+                return arrival
+            seen = self.records.get(source.tenant_id, values["scope"], event_id, cur)
+            if seen is None:
+                return AGAIN  # purged in between: insert again
+            arrival = rules.decide_arrival(seen, fingerprint, now)
+            if not self._write(cur, arrival, seen, values, event, body, headers, now):
+                return AGAIN  # changed under us: decide again
+            return arrival
+        return atomic_phase(self.records.transaction, step,
+                            "too much contention on this event; the provider resends")
 
     def _record_new(self, cur: Any, values: dict, event: dict) -> Optional[Arrival]:
         """A new event id (recorded: NEW) or a plain repeat (counted by the statement:

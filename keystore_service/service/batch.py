@@ -16,12 +16,9 @@ from keystore_service import errors
 from keystore_service.domain import records as domain
 from keystore_service.domain.records import Action, Outcome, Record, State
 from keystore_service.domain.upkeep import claim_changes
-from keystore_service.service.claims import (
-    ANSWER_RESULTS_BYTES,
-    KeyStoreService,
-    proposed_or_new,
-    refusal,
-)
+from keystore_service.service.claims import ANSWER_RESULTS_BYTES, KeyStoreService
+from keystore_service.service.fencing import proposed_or_new
+from keystore_service.service.outcomes import refusal
 from keystore_service.storage.records import new_record_values
 
 

@@ -1,6 +1,7 @@
-"""Why a lease token is refused (409 lease_lost): docs/api.md's code and status, with a
-message that says what the record shows, so a pasted placeholder is not taken for a lost
-race (issue 25: the README's "lt_..." was told it was "replaced by a newer attempt").
+"""Lease tokens: their one form, the one place one is made (a claim's and the gateway's), and
+why one is refused (409 lease_lost): docs/api.md's code and status, with a message that
+says what the record shows, so a pasted placeholder is not taken for a lost race (issue 25:
+the README's "lt_..." was told it was "replaced by a newer attempt").
 
 The record keeps only its current token's hash, so "never held" is said only where it is
 certain: a string of another form than every lease token (none can have held any key), or a
@@ -10,15 +11,29 @@ window the key has had other tokens, and the message says a newer attempt holds 
 from __future__ import annotations
 
 import re
+import secrets
+from typing import Optional
 
 from keystore_service import errors
 from keystore_service.domain.records import Record, State
+from keystore_service.storage.accounts import hash_token
 
-# Every lease token: the service's own ("lt_" + 32 of base64url, claims.new_lease_token) and
+# Every lease token: the service's own ("lt_" + 32 of base64url, new_lease_token) and
 # the ones clients propose (web/schemas.py ProposedToken uses this same pattern).
 LEASE_TOKEN_PATTERN = r"^lt_[A-Za-z0-9_-]{22,64}$"
 _LEASE_TOKEN = re.compile(LEASE_TOKEN_PATTERN)
 _USE = "send the lease_token that the claim which acquired the key returned"
+
+
+def new_lease_token() -> tuple[str, str]:
+    """A fresh lease token (192 random bits) and the hash that is stored instead of it."""
+    token = "lt_" + secrets.token_urlsafe(24)
+    return token, hash_token(token)
+
+
+def proposed_or_new(proposed: Optional[str]) -> tuple[str, str]:
+    """The client's proposed lease token (checked by the schema) and its hash, or a new one."""
+    return (proposed, hash_token(proposed)) if proposed else new_lease_token()
 
 
 def lease_lost(record: Record, lease_token: str, token_hash: str) -> errors.LeaseLost:

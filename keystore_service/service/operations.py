@@ -17,6 +17,7 @@ from keystore_service.domain import records as domain
 from keystore_service.domain import upkeep
 from keystore_service.domain.records import Record
 from keystore_service.service.claims import ANSWER_RESULTS_BYTES, KeyStoreService
+from keystore_service.service.phases import AGAIN, Again, atomic_phase
 from keystore_service.storage.accounts import Principal
 from keystore_service.storage.reviews import Review
 
@@ -88,32 +89,32 @@ class Operations:
             raise errors.InvalidRequest("release is not for an event of the gateway: it would "
                                         "let a resend in again (redeliver it, or dismiss the "
                                         "review)", details={"field": "action"})
-        for _ in range(16):
-            with self.records.transaction() as cur:
-                seen = self.records.get(who.tenant_id, scope, key, cur)
-                if seen is None:
-                    raise errors.NotFound()
-                if domain.expired(seen, now):
-                    raise errors.Expired()
-                targets = self._targets(cur, seen, action, review_id)
-                if action == "dismiss":
-                    new = seen
-                else:
-                    new = self._settle(cur, seen, action, result, resource_id, who, now)
-                    if new is None:
-                        continue  # changed under us: decide again
-                closed = []
-                for review in targets:
-                    closed += self.reviews.close(cur, seen.id, action, now, who.token_name,
-                                                 review_id=review.id)
-                if closed:
-                    new = self.records.get(who.tenant_id, scope, key, cur)
-                self.reviews.audit(cur, tenant_id=who.tenant_id, record_id=seen.id,
-                                   review_id=targets[0].id if len(targets) == 1 else None,
-                                   scope=scope, key=key, action=action, actor=who.token_name,
-                                   at=now, before=snapshot(seen), after=snapshot(new))
-                return new, closed
-        raise errors.Unavailable("too much contention on this key; try again")
+
+        def step(cur) -> tuple[Record, list[int]] | Again:
+            seen = self.records.get(who.tenant_id, scope, key, cur)
+            if seen is None:
+                raise errors.NotFound()
+            if domain.expired(seen, now):
+                raise errors.Expired()
+            targets = self._targets(cur, seen, action, review_id)
+            if action == "dismiss":
+                new = seen
+            else:
+                new = self._settle(cur, seen, action, result, resource_id, who, now)
+                if new is None:
+                    return AGAIN  # changed under us: decide again
+            closed = []
+            for review in targets:
+                closed += self.reviews.close(cur, seen.id, action, now, who.token_name,
+                                             review_id=review.id)
+            if closed:
+                new = self.records.get(who.tenant_id, scope, key, cur)
+            self.reviews.audit(cur, tenant_id=who.tenant_id, record_id=seen.id,
+                               review_id=targets[0].id if len(targets) == 1 else None,
+                               scope=scope, key=key, action=action, actor=who.token_name,
+                               at=now, before=snapshot(seen), after=snapshot(new))
+            return new, closed
+        return atomic_phase(self.records.transaction, step)
 
     def expire(self, who: Principal, scope: str, key: str) -> Record:
         """End a record's window now, as a person decided, with its audit row."""

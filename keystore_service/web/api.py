@@ -15,6 +15,7 @@ from keystore_service.hooks.rules import SCOPE_PREFIX, is_hook_scope
 from keystore_service.service.auth import require_operator
 from keystore_service.service.batch import Item, ItemResult
 from keystore_service.service.claims import Claim, KeyStoreService
+from keystore_service.service.outcomes import LateRepeat
 from keystore_service.web import schemas
 from keystore_service.web.render import (
     error_json,
@@ -112,8 +113,8 @@ def claim():
     except errors.KeystoreError as exc:
         if exc.outcome:
             _metrics().claim(body.scope, exc.outcome)
-        if getattr(exc, "late", None) is not None:
-            exc.details["late_repeat"] = _late_json(exc.late)
+        if isinstance(exc, LateRepeat):  # held for a person: the trace it repeats
+            exc.details["late_repeat"] = _late_json(exc.trace)
         raise
     _metrics().claim(body.scope, result.outcome.value)
     record = result.record

@@ -159,3 +159,30 @@ def test_the_bench_modules_import_one_another_without_a_cycle():
     for name in sorted(graph):
         visit(name, ())
     assert graph["common"] <= {"rate"} and graph["rate"] == set()
+
+
+def _functions(path: Path):
+    return [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef)]
+
+
+def test_the_retry_on_conflict_loop_is_written_once():
+    """A function that loops and then gives up with 503 is a retry-on-conflict loop: only
+    service/phases.py has one (every use case returns AGAIN to it instead)."""
+    for path in modules():
+        for fn in _functions(path):
+            loops = any(isinstance(n, (ast.For, ast.While)) for n in ast.walk(fn))
+            gives_up = any(isinstance(n, ast.Raise) and n.exc is not None
+                           and "Unavailable" in ast.unparse(n.exc) for n in ast.walk(fn))
+            where = f"{path.relative_to(PACKAGE)}: {fn.name}"
+            assert not (loops and gives_up) or where == "service/phases.py: retry_on_conflict", \
+                f"{where} retries on its own: return phases.AGAIN to phases.atomic_phase"
+
+
+def test_lease_tokens_are_made_in_one_place():
+    for path in modules():
+        if path.relative_to(PACKAGE).as_posix() == "service/fencing.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            assert not (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                        and node.value == "lt_"), \
+                f"{path.relative_to(PACKAGE)} makes a lease token: use fencing.new_lease_token"
