@@ -26,17 +26,17 @@ from .servers import Service
 FRAME = re.compile(r"^(?P<fn>.*) \((?P<file>[^():]*)(?::\d+)?\)$")
 STEPS = {  # inclusive: the sample is inside this function (keystore_service module:function)
     "auth (token cache)": ("service/auth.py", "authenticate"),
-    "parse + validate body": ("web/api.py", "_body"),
+    "parse + validate body": ("web/api/parsing.py", "body"),
     "fingerprint (RFC 8785 + SHA-256)": ("domain/canonical.py", "fingerprint"),
     "service.claim (all)": ("service/claims.py", "claim"),
     "new lease token": ("service/claims.py", "new_lease_token"),
     "store.claim (pool + SQL)": ("storage/records.py", "claim_with_trace"),
     "  of which: execute + fetch": ("storage/sql.py", "one"),
     "  of which: pool checkout/return": ("storage/db.py", "connection"),
-    "render (record_json + respond)": ("web/render.py", "respond"),
-    "record_json": ("web/render.py", "record_json"),
+    "render (record_json + respond)": ("web/api/render.py", "respond"),
+    "record_json": ("web/api/render.py", "record_json"),
     "batch: service (BatchClaims.claim)": ("service/batch.py", "claim"),
-    "batch: _item_json": ("web/api.py", "_item_json"),
+    "batch: _item_json": ("web/api/api.py", "_item_json"),
     "lookup: service": ("service/claims.py", "lookup"),
 }
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from typing import Optional
 
 from flask import Flask, Response, g, request
-from werkzeug.exceptions import HTTPException
 
 from keystore_service import errors, gateway, logs
 from keystore_service.domain import canonical
@@ -35,8 +34,11 @@ from keystore_service.storage.reports import Reports
 from keystore_service.storage.reviews import ReviewStore
 from keystore_service.storage.secrets import SecretStore
 from keystore_service.storage.traces import TraceStore
-from keystore_service.web import bodies, forwarded, openapi, ui, ui_errors
-from keystore_service.web.render import current_request_id, error_response, respond
+from keystore_service.web import errors as web_errors
+from keystore_service.web import forwarded
+from keystore_service.web.api import bodies, openapi
+from keystore_service.web.api.render import current_request_id, respond
+from keystore_service.web.ui import ui
 
 log = logging.getLogger("keystore")
 access_log = logging.getLogger("keystore.access")
@@ -116,14 +118,14 @@ def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock,
     if settings.access_log:  # first: its clock starts before anything can refuse
         _access_log(app)
     _whole_bodies(app)  # then: everything after it sees a body of known length
-    from keystore_service.web.api import authenticate, bp
-    from keystore_service.web.hooks_api import inbound, v1
+    from keystore_service.web.api.api import authenticate, bp
+    from keystore_service.web.api.hooks_api import inbound, v1
     app.register_blueprint(bp)
     app.register_blueprint(v1)
     app.register_blueprint(inbound)
     ui.init_app(app)
     _service_endpoints(app)
-    _error_handlers(app)
+    web_errors.install_app(app)
     _request_metrics(app)
     app.before_request(_v1_token_first(authenticate))  # after the clocks and the access log
     if background_jobs:
@@ -191,46 +193,6 @@ def _service_endpoints(app: Flask) -> None:
     @app.get("/openapi.json")
     def openapi_json():
         return respond(spec)
-
-
-def _error_handlers(app: Flask) -> None:
-    @app.errorhandler(errors.KeystoreError)
-    def _keystore_error(exc: errors.KeystoreError):
-        if isinstance(exc, errors.Unavailable):
-            if getattr(exc, "from_database", True):  # not a source's keys (sealing.py)
-                app.extensions["keystore"].metrics.database_error()
-            review_of = None  # the database is why we are here: do not ask it again
-        else:
-            review_of = app.extensions["keystore"].service.open_review
-        return error_response(exc, review_of)
-
-    @app.errorhandler(HTTPException)
-    def _http_error(exc: HTTPException):
-        if request.path == "/ui" or request.path.startswith("/ui/"):
-            return ui_errors.http_error_page(exc)  # an address under /ui that no page answers
-        mapped = {404: errors.NotFound("no such endpoint"),
-                  405: errors.MethodNotAllowed(),
-                  413: errors.PayloadTooLarge(
-                      details={"limit_bytes": app.config["MAX_CONTENT_LENGTH"]})}
-        err = mapped.get(exc.code or 500)
-        if err is None:
-            err = (errors.InvalidRequest(exc.description or "bad request")
-                   if (exc.code or 500) < 500 else errors.InternalError())
-        resp = error_response(err)
-        if exc.code == 405:
-            resp.headers["Allow"] = ", ".join(exc.valid_methods or [])
-        return resp
-
-    @app.errorhandler(Exception)
-    def _unexpected(exc: Exception):
-        # The class and the code lines only (logs.SafeFormatter): never the exception's
-        # message, which may carry request input; the request id ties the line to the answer.
-        rid = current_request_id()
-        log.error("internal error %s on %s %s (request %s)", type(exc).__name__,
-                  request.method, logs.path_shown(request.path), rid, exc_info=exc)
-        resp = error_response(errors.InternalError(details={"request_id": rid}))
-        resp.headers["X-Request-Id"] = rid
-        return resp
 
 
 def _request_metrics(app: Flask) -> None:

@@ -55,7 +55,7 @@ class BodyLate(TimeoutError):
 class BodyRefused(BadRequest, TimeoutError):
     """A body cut at its deadline, or malformed: 400 in the app. A TimeoutError (so an
     OSError) too, so that readers that take a failed read for the client's (werkzeug's
-    LimitedStream, the drain in web/bodies.py, gunicorn's drain before a keep-alive) do so,
+    LimitedStream, the drain in web/api/bodies.py, gunicorn's drain before a keep-alive) do so,
     instead of letting it become an internal error."""
 
 

@@ -12,8 +12,8 @@ import click
 from keystore_service.cli.common import keystore, no_tenant, say
 from keystore_service.cli.params import Finite, Whole
 from keystore_service.service.claims import system_clock
-from keystore_service.web import queries
-from keystore_service.web.render import rfc3339
+from keystore_service.web.api import queries
+from keystore_service.web.api.render import rfc3339
 
 COLUMNS = ("claimed", "succeeded", "failed", "released", "in_progress",
            "waiting_for_review", "duplicates_suppressed", "mismatches", "late_repeats")

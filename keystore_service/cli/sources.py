@@ -15,8 +15,8 @@ from keystore_service.cli.params import Whole
 from keystore_service.cli.source_options import (FORWARD, GENERIC, LIMITS, Forward, Generic,
                                                  Limits, grouped, source_body)
 from keystore_service.domain.deliveries import DELIVERY_STATES
-from keystore_service.web import hook_schemas
-from keystore_service.web.render import rfc3339, validation_details
+from keystore_service.web.api import hook_schemas
+from keystore_service.web.api.render import rfc3339, validation_details
 
 TENANT = click.option("--tenant", "tenant_name", default="default", show_default=True)
 

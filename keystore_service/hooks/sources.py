@@ -20,7 +20,7 @@ from keystore_service.service.sealing import Sealer, SourceBroken
 from keystore_service.storage.sources import Queue, Source, SourceStore
 
 DAY = 86_400
-NAME = re.compile(r"[a-z0-9_-]{1,64}")  # a source's name (web/hook_schemas.SourceName)
+NAME = re.compile(r"[a-z0-9_-]{1,64}")  # a source's name (web/api/hook_schemas.SourceName)
 INGEST_ID_BYTES = 32  # 43 random URL-safe characters (docs/webhooks/README.md, "Security model")
 
 

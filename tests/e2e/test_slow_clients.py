@@ -179,7 +179,7 @@ def test_a_trickled_body_is_cut_at_its_deadline(slow_server, framing):
     assert closed and took < BODY_SECONDS + 5, (took, answer)  # + close_graceful's 2 s
     if answer:  # a 400 in the envelope, never a 500
         assert answer.startswith(b"HTTP/1.1 400") and b'"invalid_request"' in answer, answer
-    if framing == "chunked":  # read by the app itself (web/bodies.py): the setting named
+    if framing == "chunked":  # read by the app itself (web/api/bodies.py): the setting named
         assert b"KEYSTORE_BODY_TIMEOUT_SECONDS" in answer, answer
     status = requests.get(s.url + "/v1/keys", params={"scope": "slow", "key": key},
                           headers={"Authorization": f"Bearer {s.token}"}, timeout=10)

@@ -23,7 +23,7 @@ from keystore_service.app import create_app
 from keystore_service.settings import Settings
 from keystore_service.storage import migrate
 from keystore_service.storage.tables import attempts, records, resolutions, reviews, tenants, tokens
-from keystore_service.web.openapi import document
+from keystore_service.web.api.openapi import document
 from tests.support import T0
 
 # Per operation (60 before issue 13). 200 covers every branch the schema describes in

@@ -6,7 +6,7 @@ from email.utils import parsedate_to_datetime
 import jsonschema
 import pytest
 
-from keystore_service.web.openapi import document
+from keystore_service.web.api.openapi import document
 from tests.support import SECOND
 
 CLAIM = {"scope": "create_invoice", "key": "evt_881", "payload": {"amount": 1250}}
@@ -194,7 +194,7 @@ def _ref():
 
 
 def _iso(us: int) -> str:
-    from keystore_service.web.render import rfc3339
+    from keystore_service.web.api.render import rfc3339
     return rfc3339(us)
 
 

@@ -10,7 +10,7 @@ import base64
 import jsonschema
 import pytest
 
-from keystore_service.web.openapi import document
+from keystore_service.web.api.openapi import document
 from tests.support import Http
 
 SPEC = document()

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from keystore_service.web import openapi
+from keystore_service.web.api import openapi
 from tests.support import Http
 
 from .test_reviews import acquire, complete, mismatch

@@ -7,7 +7,7 @@ import hmac
 from sqlalchemy import select
 
 from keystore_service.storage.tables import metadata
-from keystore_service.web.openapi import document
+from keystore_service.web.api.openapi import document
 from tests.support import T0, Http
 
 REF = {"scope": "invoice", "key": "evt-1"}

@@ -1,7 +1,7 @@
 """The chart's geometry and the page's ways of writing times: pure functions."""
 from __future__ import annotations
 
-from keystore_service.web import ui_chart, ui_text
+from keystore_service.web.ui import ui_chart, ui_text
 from tests.support import SECOND, T0
 
 

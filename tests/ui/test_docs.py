@@ -7,8 +7,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = (REPO / "docs" / "operations.md").read_text()
-TEMPLATES = "\n".join(p.read_text() for p in
-                      (REPO / "keystore_service" / "web" / "templates" / "ui").glob("*.html"))
+TEMPLATES = "\n".join(p.read_text() for p in (
+    REPO / "keystore_service" / "web" / "ui" / "templates" / "ui").glob("*.html"))
 
 
 def test_every_button_and_page_the_walk_through_names_is_on_the_page():

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from keystore_service.storage.tables import records, resolutions
-from keystore_service.web import ui_text
+from keystore_service.web.ui import ui_text
 
 from .test_rules import SCOPE, record_url
 

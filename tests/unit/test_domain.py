@@ -207,7 +207,7 @@ def test_the_review_kinds_are_one_list_everywhere():
     from typing import get_args
 
     from keystore_service.storage import tables
-    from keystore_service.web import schemas
+    from keystore_service.web.api import schemas
     kinds = {k.value for k in domain.ReviewKind}
     assert set(get_args(schemas.ReviewKindName)) == kinds
     assert all(f"'{k}'" in tables.REVIEW_KINDS for k in kinds)

@@ -186,3 +186,52 @@ def test_lease_tokens_are_made_in_one_place():
             assert not (isinstance(node, ast.Constant) and isinstance(node.value, str)
                         and node.value == "lt_"), \
                 f"{path.relative_to(PACKAGE)} makes a lease token: use fencing.new_lease_token"
+
+
+WEB = PACKAGE / "web"
+WEB_TOP = {"errors", "forwarded"}  # beside web/api/ and web/ui/: the error rendering, a parser
+# The request vocabulary the page's forms validate with (the same bounds as the API's): the
+# only modules of web/api/ that web/ui/ imports. Everything else crosses through web/errors.py,
+# the one module that imports from both folders (each folder may import it).
+UI_USES_OF_API = {"web.api.schemas", "web.api.hook_schemas", "web.api.queries"}
+ENDPOINTS = {"web.api.api", "web.api.hooks_api"}  # neither imports the other (shared: parsing)
+
+
+def web_imports(path: Path) -> set[str]:
+    """The modules of web/ a file imports, each as its full name (`web.api.schemas`)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
+                "keystore_service.web"):
+            base = node.module.split(".")[1:]
+            for a in node.names:
+                sub = WEB.joinpath(*base[1:], a.name)
+                found.add(".".join([*base, a.name]) if sub.with_suffix(".py").exists()
+                          or sub.is_dir() else ".".join(base))
+        elif isinstance(node, ast.Import):
+            found.update(a.name.split(".", 1)[1] for a in node.names
+                         if a.name.startswith("keystore_service.web"))
+    return found
+
+
+def test_web_is_the_api_and_the_page_which_meet_only_in_errors():
+    top = {p.stem for p in WEB.glob("*.py") if p.stem != "__init__"}
+    assert top == WEB_TOP, "a module of web/ goes in web/api/ or web/ui/"
+    assert {p.name for p in WEB.iterdir() if p.is_dir() and p.name != "__pycache__"} == \
+        {"api", "ui"}
+    for path in WEB.rglob("*.py"):
+        rel = path.relative_to(WEB)
+        used = web_imports(path)
+        if rel.parts[0] == "api":
+            assert not {u for u in used if u.startswith("web.ui")}, f"web/{rel} imports the page"
+        elif rel.parts[0] == "ui":
+            api = {u for u in used if u.startswith("web.api")}
+            assert api <= UI_USES_OF_API, f"web/{rel} imports {api - UI_USES_OF_API}"
+        elif rel.stem == "forwarded":
+            assert not used, f"web/{rel} imports {used}"
+        name = ".".join(("web", *rel.with_suffix("").parts))
+        if name in ENDPOINTS:
+            assert not used & (ENDPOINTS - {name}), f"web/{rel} imports the other endpoints"
+    # what the page and the API share is checked to be used as said, so the list cannot rot
+    ui_uses = set().union(*(web_imports(p) for p in (WEB / "ui").rglob("*.py")))
+    assert UI_USES_OF_API <= ui_uses and "web.errors" in ui_uses

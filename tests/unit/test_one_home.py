@@ -55,7 +55,7 @@ def test_the_hook_scope_prefix_is_written_once():
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and \
                     node.value.startswith(("hook:", "^hook:")):
                 assert path == RECORDS, f"{path.relative_to(PACKAGE)}:{node.lineno}"
-    for path in (PACKAGE / "web" / "templates").rglob("*.html"):
+    for path in (PACKAGE / "web" / "ui" / "templates").rglob("*.html"):
         assert not re.search(r"""['"]hook:""", path.read_text()), path.name
 
 
@@ -73,6 +73,6 @@ def test_the_delivery_states_are_spelt_in_the_domain():
                     re.search(rf"state\s*(=|<>|IN)\s*\(?'({STATES})'", node.value):
                 raise AssertionError(f"{path.relative_to(PACKAGE)}:{node.lineno}: SQL text "
                                      "names a state: bind it from DeliveryState")
-    for path in (PACKAGE / "web" / "templates").rglob("*.html"):
+    for path in (PACKAGE / "web" / "ui" / "templates").rglob("*.html"):
         found = re.search(rf"""state\s*(==|in)\s*\(?\s*['"]({STATES})['"]""", path.read_text())
         assert not found, f"{path.name}: {found.group(0)} (use t.Delivery)"

@@ -12,8 +12,8 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from keystore_service.hooks import providers
-from keystore_service.web import hook_schemas
-from keystore_service.web.openapi import document
+from keystore_service.web.api import hook_schemas
+from keystore_service.web.api.openapi import document
 
 SPEC = document()
 MAX_SECRET = 512  # the API's bound on a secret (hook_schemas.Secret)

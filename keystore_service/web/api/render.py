@@ -1,4 +1,4 @@
-"""Everything that turns results and errors into HTTP responses, in one place."""
+"""Everything that turns results into JSON responses (errors: web/errors.py)."""
 from __future__ import annotations
 
 import json
@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 from flask import Response, g, request
 
-from keystore_service import errors, logs
+from keystore_service import logs
 from keystore_service.domain import versions
 from keystore_service.domain.records import SECOND, Micros, Record
 from keystore_service.storage.reviews import Review
@@ -90,22 +90,6 @@ def respond(body: dict, status: int = 200, record: Optional[Record] = None,
     if headers:
         resp.headers.update(headers)
     return resp
-
-
-def error_json(exc: errors.KeystoreError) -> dict:
-    return {"code": exc.code, "message": exc.message, "details": exc.details}
-
-
-def error_response(exc: errors.KeystoreError, review_of: Optional[ReviewOf] = None) -> Response:
-    body: dict[str, Any] = {"error": error_json(exc)}
-    if exc.outcome is not None:
-        body["outcome"] = exc.outcome
-    if exc.record is not None:
-        body["record"] = record_json(exc.record, review_of)
-    headers = dict(exc.headers)
-    if exc.status == 503 and "Retry-After" not in headers:
-        headers["Retry-After"] = "1"
-    return respond(body, exc.status, exc.record, headers)
 
 
 def current_request_id() -> str:

@@ -18,7 +18,7 @@ from keystore_service.domain import canonical
 from keystore_service.domain.deliveries import DELIVERY_STATES
 from keystore_service.domain.records import MAX_RESULT_BYTES
 from keystore_service.hooks.rules import scope_of
-from keystore_service.web import hook_schemas, queries, schemas
+from keystore_service.web.api import hook_schemas, queries, schemas
 
 MAX_BIGINT = 2**63 - 1  # what the database's BIGINT holds
 FIRST_REPORT_DAY = queries.FIRST_REPORT_DAY

@@ -3,11 +3,8 @@ from __future__ import annotations
 
 from collections import Counter
 from contextlib import nullcontext
-from typing import TypeVar
 
 from flask import Blueprint, current_app, g, request
-from pydantic import BaseModel, ValidationError
-
 from keystore_service import errors
 from keystore_service.domain import canonical, versions
 from keystore_service.domain.records import MAX_RESULT_BYTES, Outcome
@@ -16,19 +13,19 @@ from keystore_service.service.auth import require_operator
 from keystore_service.service.batch import Item, ItemResult
 from keystore_service.service.claims import Claim, KeyStoreService
 from keystore_service.service.outcomes import LateRepeat
-from keystore_service.web import schemas
-from keystore_service.web.render import (
-    error_json,
+from keystore_service.web.api import schemas
+from keystore_service.web.api.parsing import body as _body
+from keystore_service.web.api.parsing import validate as _validate
+from keystore_service.web.api.render import (
     kept_json,
     record_json,
     respond,
     review_json,
     rfc3339,
-    validation_details,
 )
+from keystore_service.web.errors import error_json
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
-M = TypeVar("M", bound=BaseModel)
 
 
 def _service() -> KeyStoreService:
@@ -47,22 +44,6 @@ def authenticate() -> None:
     g.principal = ks.auth.authenticate(request.headers.get("Authorization"))
     if ks.limiter.enabled:
         ks.limiter.check(g.principal.token_id)
-
-
-def _body(model: type[M]) -> M:
-    try:
-        data = canonical.parse_json_object(request.get_data(cache=False))
-    except ValueError as exc:
-        raise errors.InvalidRequest(str(exc)) from None
-    return _validate(model, data)
-
-
-def _validate(model: type[M], data: dict) -> M:
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        raise errors.InvalidRequest("the request does not match the schema",
-                                    details=validation_details(exc)) from None
 
 
 def _fingerprint(body: schemas.ClaimRequest | schemas.BatchItem, field: str) -> str | None:

@@ -6,8 +6,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from keystore_service.web import hook_schemas as hs
-from keystore_service.web import schemas, source_schemas
+from keystore_service.web.api import hook_schemas as hs
+from keystore_service.web.api import schemas, source_schemas
 
 REF = "#/components/schemas/{model}"
 _ERRORS = {"400": "invalid_request", "401": "unauthorized",

@@ -19,9 +19,9 @@ from keystore_service import errors
 from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.hooks.rules import scope_of
 from keystore_service.storage.events import ATTEMPTS_SHOWN
-from keystore_service.web import ui_bodies
-from keystore_service.web.ui_errors import error_page
-from keystore_service.web.ui_forms import (
+from keystore_service.web.ui import ui_bodies
+from keystore_service.web.errors import error_page
+from keystore_service.web.ui.ui_forms import (
     DELIVERY_STATES,
     FormError,
     confirmed,
@@ -39,7 +39,7 @@ DONE = {"redelivered": "Redelivered: the event is queued and goes out again with
                        "Idempotency-Key.",
         "dismissed": "Dismissed: the review is closed; nothing was forwarded and the event "
                      "stays as it was."}
-# The gateway's refusals of a redelivery, said for the page (ui_errors.KNOWN speaks of
+# The gateway's refusals of a redelivery, said for the page (web/errors.py's KNOWN speaks of
 # records being marked, which is not what happened here).
 REFUSED = {
     errors.InProgress: "The event is queued or being forwarded right now, so it cannot be "

@@ -30,9 +30,10 @@ from keystore_service.hooks.rules import SCOPE_PREFIX, is_hook_scope
 from keystore_service.service.operations import ACTIONS
 from keystore_service.storage import sessions as signins
 from keystore_service.storage.accounts import Principal
-from keystore_service.web import ui_bodies, ui_chart, ui_errors, ui_hooks, ui_text
-from keystore_service.web.ui_errors import HEADERS, CsrfRefused
-from keystore_service.web.ui_forms import (
+from keystore_service.web import errors as web_errors
+from keystore_service.web.ui import ui_bodies, ui_chart, ui_hooks, ui_text
+from keystore_service.web.errors import HEADERS, CsrfRefused
+from keystore_service.web.ui.ui_forms import (
     FIRST_REPORT_DAY,
     FormError,
     optional_int,
@@ -43,7 +44,7 @@ from keystore_service.web.ui_forms import (
     safe_next,
     utf8,
 )
-from keystore_service.web.ui_session import (
+from keystore_service.web.ui.ui_session import (
     COOKIE,
     COOKIE_PATH,
     CSRF_FIELD,
@@ -302,5 +303,5 @@ def report():
                            report=body, totals=totals, chart=chart)
 
 
-ui_errors.install(bp)
+web_errors.install_page(bp)
 ui_hooks.install(bp, operator_page)  # the Webhooks section

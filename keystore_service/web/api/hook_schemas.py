@@ -10,8 +10,8 @@ from keystore_service.domain.deliveries import DELIVERY_STATES
 from keystore_service.hooks import providers
 from keystore_service.hooks.providers import standard
 from keystore_service.settings import MAX_TTL_SECONDS
-from keystore_service.web.queries import Cursor, QueryInt
-from keystore_service.web.schemas import Int, Key, Text, _Body, _Out
+from keystore_service.web.api.queries import Cursor, QueryInt
+from keystore_service.web.api.schemas import Int, Key, Text, _Body, _Out
 
 DAY = 86_400
 SourceName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,64}$"), Field(

@@ -10,8 +10,8 @@ from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.hooks.deliveries import Delivery
 from keystore_service.hooks.sources import Shown
 from keystore_service.service.auth import require_operator
-from keystore_service.web import bodies, hook_schemas
-from keystore_service.web.render import respond, rfc3339
+from keystore_service.web.api import bodies, hook_schemas, parsing
+from keystore_service.web.api.render import respond, rfc3339
 
 inbound = Blueprint("hooks_in", __name__)
 v1 = Blueprint("hooks_v1", __name__, url_prefix="/v1")
@@ -41,15 +41,10 @@ def ingest(ingest_id: str):
 
 # --- sources ------------------------------------------------------------------------------
 
-def _body(model):
-    from keystore_service.web.api import _body as parse
-    return parse(model)
-
-
 @v1.post("/sources")
 def create_source():
     require_operator(g.principal)
-    shown = _ks().sources.create(g.principal.tenant_id, _body(hook_schemas.SourceCreate))
+    shown = _ks().sources.create(g.principal.tenant_id, parsing.body(hook_schemas.SourceCreate))
     return respond({"source": source_json(shown)}, 201)
 
 
@@ -70,7 +65,7 @@ def show_source(name: str):
 def change_source(name: str):
     require_operator(g.principal)
     shown = _ks().sources.change(g.principal.tenant_id, name,
-                                 _body(hook_schemas.SourceChange))
+                                 parsing.body(hook_schemas.SourceChange))
     return respond({"source": source_json(shown)})
 
 
@@ -123,8 +118,7 @@ def source_json(shown: Shown) -> dict:
 @v1.get("/deliveries")
 def list_deliveries():
     require_operator(g.principal)
-    from keystore_service.web.api import _validate
-    q = _validate(hook_schemas.DeliveriesQuery, request.args.to_dict())
+    q = parsing.validate(hook_schemas.DeliveriesQuery, request.args.to_dict())
     page, cursor = _ks().deliveries.list(g.principal.tenant_id, q.source, q.state, q.event_id,
                                          q.limit, q.cursor)
     return respond({"deliveries": [delivery_json(d) for d in page], "next_cursor": cursor})
@@ -133,7 +127,7 @@ def list_deliveries():
 @v1.post("/deliveries/redeliver")
 def redeliver():
     require_operator(g.principal)
-    body = _body(hook_schemas.Redeliver)
+    body = parsing.body(hook_schemas.Redeliver)
     done = _ks().deliveries.redeliver(g.principal.tenant_id, body.source, body.event_id,
                                       body.force)
     return respond({"delivery": delivery_json(done)}, 202)

@@ -23,7 +23,7 @@ from keystore_service.domain import versions
 from keystore_service.domain.records import HOOK_SCOPE_PREFIX
 from keystore_service.service.fencing import LEASE_TOKEN_PATTERN
 from keystore_service.settings import MAX_LEASE_SECONDS, MAX_TTL_SECONDS
-from keystore_service.web.queries import Cursor, QueryInt, ReportDay
+from keystore_service.web.api.queries import Cursor, QueryInt, ReportDay
 
 _CONTROL_OR_SURROGATE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")  # Unicode Cc and Cs
 # The same rule for /openapi.json (validation itself uses the regex above). Surrogates are
