@@ -27,6 +27,7 @@ from keystore_service.slow_clients import DeadlineWorker
 from keystore_service.storage import migrate
 from keystore_service.storage.accounts import Accounts
 from keystore_service.storage.db import Database, create
+from keystore_service.web.errors import error_json
 
 # metrics.MULTIPROC_ENV, not imported from there: importing prometheus_client before this is
 # set would fix its value class to single-process in the master, and in every worker.
@@ -216,8 +217,7 @@ class EnvelopeWorker(DeadlineWorker):
         else:
             self.log.warning("invalid request from %s: %s", (addr or ("-",))[0],
                              type(exc).__name__)
-        body = json.dumps({"error": {"code": error.code, "message": error.message,
-                                     "details": {}}}).encode()
+        body = json.dumps({"error": error_json(error)}).encode()  # details: none here
         head = (f"HTTP/1.1 {error.status} {_REASONS[error.status]}\r\nConnection: close\r\n"
                 f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n")
         try:
