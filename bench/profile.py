@@ -29,7 +29,7 @@ STEPS = {  # inclusive: the sample is inside this function (keystore_service mod
     "parse + validate body": ("web/api/parsing.py", "body"),
     "fingerprint (RFC 8785 + SHA-256)": ("domain/canonical.py", "fingerprint"),
     "service.claim (all)": ("service/claims.py", "claim"),
-    "new lease token": ("service/claims.py", "new_lease_token"),
+    "new lease token": ("service/fencing.py", "new_lease_token"),
     "store.claim (pool + SQL)": ("storage/records.py", "claim_with_trace"),
     "  of which: execute + fetch": ("storage/sql.py", "one"),
     "  of which: pool checkout/return": ("storage/db.py", "connection"),

@@ -46,6 +46,7 @@ from keystore_service.storage.reviews import ReviewStore
 from keystore_service.storage.sources import Source, SourceStore
 
 log = logging.getLogger("keystore.ingest")
+
 # What a provider hears from a source no configured key opens: 503, so it resends later (the
 # operator's page and GET /v1/sources say "broken", and what to fix).
 BROKEN = ("this webhook source cannot take deliveries now: the key store cannot open its "
