@@ -21,7 +21,6 @@ docs/scaling.md, and this list may only shrink (an entry that now filters must l
 """
 from __future__ import annotations
 
-import gc
 import re
 import sys
 
@@ -121,13 +120,14 @@ def _exempt(name: str) -> bool:
 
 # --- the compiled statements of every store ------------------------------------------------
 
-def compiled_statements() -> dict[str, list[str]]:
-    """Class.attribute -> the SQL text(s) of every live store's statements (its Sql
-    attributes, dicts of them, and BatchSql's plain texts by name)."""
+def compiled_statements(root: object) -> dict[str, list[str]]:
+    """Class.attribute -> the SQL text(s) of the statements of every store reachable from
+    `root` (this test's app's extensions; the stores of earlier tests, SQLite ones among
+    them, may still be alive in the process and are not this app's): their Sql attributes,
+    dicts of them, and BatchSql's plain texts by name."""
     found: dict[str, list[str]] = {}
-    for obj in gc.get_objects():
-        module = str(getattr(type(obj), "__module__", ""))
-        if not module.startswith("keystore_service.storage") or isinstance(obj, type):
+    for obj in _service_objects(root):
+        if not str(type(obj).__module__).startswith("keystore_service.storage"):
             continue
         for attr, value in getattr(obj, "__dict__", {}).items():
             if isinstance(obj, BatchSql) and attr == "text":
@@ -138,6 +138,34 @@ def compiled_statements() -> dict[str, list[str]]:
             for key, v in pairs:
                 found.setdefault(f"{type(obj).__name__}.{key}", []).append(getattr(v, "text", v))
     return found
+
+
+def _service_objects(root: object) -> list[object]:
+    """Every object of keystore_service's own classes that `root` reaches through instance
+    attributes, lists, tuples and dicts (and through slots)."""
+    seen: set[int] = set()
+    out: list[object] = []
+    todo = [root]
+    while todo:
+        obj = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, (list, tuple, set, frozenset)):
+            todo.extend(obj)
+            continue
+        if isinstance(obj, dict):
+            todo.extend(obj.values())
+            continue
+        if not str(getattr(type(obj), "__module__", "")).startswith("keystore_service") \
+                or isinstance(obj, type):
+            continue
+        out.append(obj)
+        todo.extend(getattr(obj, "__dict__", {}).values())
+        for slot in getattr(type(obj), "__slots__", ()):
+            if hasattr(obj, slot):
+                todo.append(getattr(obj, slot))
+    return out
 
 
 # --- a capture of every statement executed -------------------------------------------------
@@ -186,7 +214,7 @@ def served(pg_url):
                      clock)
     keystore = app.extensions["keystore"]
     capture = Capture()
-    compiled = compiled_statements()
+    compiled = compiled_statements(app.extensions)
     capture.names = {t: name for name, texts in compiled.items() for t in texts}
     capture.install(keystore.database.engine)
     yield app, clock, capture, compiled
