@@ -435,9 +435,13 @@ def test_a_real_relay_forwards_within_a_moment(gw_app, gw, sink):
 
 
 @pytest.mark.postgres
-def test_another_instances_relay_is_woken_by_notify(pg_url, sink):
+def test_another_instances_relay_is_woken_by_notify(pg_url, sink, monkeypatch):
     """PostgreSQL: an event accepted by one instance is picked up by another instance's
-    relay at once (NOTIFY after the commit), not at its next 1 s sweep."""
+    relay at once (NOTIFY after the commit), not at its next sweep. The sweep is set to 30 s
+    here, so only the NOTIFY can bring an event out within the bound (a bound just under
+    the 1 s sweep failed once in a loaded CI run at 0.255 s, with the NOTIFY working)."""
+    from keystore_service.hooks import relay as relay_module
+    monkeypatch.setattr(relay_module, "SWEEP_SECONDS", 30.0)
     from keystore_service.app import create_app
     from keystore_service.settings import Settings
     from tests.conftest import truncate_pg
@@ -466,7 +470,7 @@ def test_another_instances_relay_is_woken_by_notify(pg_url, sink):
                 time.sleep(0.002)
             took.append(time.monotonic() - started)
             time.sleep(0.3)
-        assert len(sink.requests) == 5 and max(took) < 0.25, took
+        assert len(sink.requests) == 5 and max(took) < 1.5, took
         assert ks.gateway.ingest.notifier.sent >= 5
     finally:
         relay.stop()
