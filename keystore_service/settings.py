@@ -90,7 +90,7 @@ class Settings(BaseSettings):
     # runs one; `keystore relay` more), and whether serve runs its relays at all.
     relay_concurrency: int = Field(16, ge=1, le=256)
     relay_in_serve: bool = True
-    # Where outbound requests (forwards) may connect (hooks/destinations.py): `any` (loopback
+    # Where outbound requests (forwards) may connect (gateway/destinations.py): `any` (loopback
     # and private addresses too: workflows run next door), `private` (loopback refused),
     # `public` (only globally routable addresses: tenants who do not trust each other). In
     # every mode a link-local or cloud-metadata address (169.254.0.0/16, fe80::/10,

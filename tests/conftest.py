@@ -16,7 +16,7 @@ import pytest
 from hypothesis import settings as hypothesis_settings
 from sqlalchemy.engine import make_url
 
-from keystore_service import app as app_module
+from keystore_service import bootstrap
 from keystore_service.app import create_app
 from keystore_service.settings import Settings
 from keystore_service.storage import migrate
@@ -110,7 +110,7 @@ def clock():
 @pytest.fixture
 def ks(database_url, clock):
     """The wired key store (service, accounts, auth) on a test clock."""
-    keystore = app_module.build(Settings(database_url=database_url, secret_key=TEST_KEY), clock)
+    keystore = bootstrap.build(Settings(database_url=database_url, secret_key=TEST_KEY), clock)
     yield keystore
     keystore.database.engine.dispose()
 

@@ -69,7 +69,7 @@ def said_url() -> str:
 
 def keystore():
     """The key store of the configured database, checked as `database()` checks it."""
-    from keystore_service.app import build
+    from keystore_service.bootstrap import build
     return build(database())
 
 

@@ -15,7 +15,7 @@ from keystore_service.cli.params import Whole
 from keystore_service.cli.source_options import (FORWARD, GENERIC, LIMITS, Forward, Generic,
                                                  Limits, grouped, source_body)
 from keystore_service.domain.deliveries import DELIVERY_STATES
-from keystore_service.web.api import hook_schemas
+from keystore_service.web.api import gateway_schemas
 from keystore_service.web.api.render import rfc3339, validation_details
 
 TENANT = click.option("--tenant", "tenant_name", default="default", show_default=True)
@@ -45,7 +45,7 @@ def source_create(tenant_name: str, name: str, provider: str, secrets_: tuple[st
     body = source_body(name, provider, secrets_, forward, generic, limits)
     tenant_id = tenant(ks, tenant_name)
     shown = run(lambda: ks.gateway.sources.create(
-        tenant_id, _model(hook_schemas.SourceCreate, body)))
+        tenant_id, _model(gateway_schemas.SourceCreate, body)))
     base = public_url or ks.settings.public_url
     path = f"/hooks/{shown.ingest_id}"
     click.echo(base.rstrip("/") + path if base else path)

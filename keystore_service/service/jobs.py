@@ -27,18 +27,19 @@ BATCH = 500  # rows per transaction: short locks, and progress that survives a k
 
 
 class Jobs:
-    def __init__(self, service: KeyStoreService, keep_finished_seconds: int = 0,
-                 keep_unresolved_seconds: int = 30 * 86_400, keep_report_days: int = 400):
+    def __init__(self, service: KeyStoreService, reports: Reports, maintenance: Maintenance,
+                 keep_finished_seconds: int = 0, keep_unresolved_seconds: int = 30 * 86_400,
+                 keep_report_days: int = 400):
         self.service = service
         self.records = service.records
         self.db = service.records.db
-        self.reports = Reports(self.db)
+        self.reports = reports
         self.keep_finished = keep_finished_seconds * domain.SECOND
         self.keep_unresolved = keep_unresolved_seconds * domain.SECOND
         self.keep_report_days = keep_report_days
-        # More work of the sweep, each `(cursor, now)` in its last transaction (app.build).
+        # More work of the sweep, each `(cursor, now)` in its last transaction (bootstrap.build).
         self.also: list[Callable] = []
-        self.maintenance = Maintenance(self.db)
+        self.maintenance = maintenance
 
     def reconcile(self, batch: int = BATCH, max_batches: int = 10_000) -> Counter:
         """Move in-progress records whose lease ran out under `on_stale: reconcile` to

@@ -311,3 +311,9 @@ def _quietly(fn: Any, *args: Any) -> None:
         fn(*args)
     except Exception:  # closing a broken connection must not hide the first error
         pass
+
+
+def libpq_url(url: str) -> str:
+    """A libpq URL for psycopg.connect (the relay's LISTEN): without SQLAlchemy's +psycopg."""
+    return make_url(normalise_url(url)).set(drivername="postgresql").render_as_string(
+        hide_password=False)

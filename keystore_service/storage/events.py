@@ -264,7 +264,7 @@ class HookStore:
 
     def notify_relays(self) -> None:
         """NOTIFY keystore_hooks (PostgreSQL), on an autocommit connection of its own: the
-        relays of every instance LISTEN for it (hooks/relay.py)."""
+        relays of every instance LISTEN for it (gateway/relay.py)."""
         with self.db.connection() as cur:
             cur.execute("NOTIFY keystore_hooks")
 

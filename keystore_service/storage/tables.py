@@ -258,7 +258,7 @@ lease_expiries = Table(
 )
 
 
-# --- the inbound webhook gateway (hooks/) -------------------------------------------------
+# --- the inbound webhook gateway (gateway/) -------------------------------------------------
 
 # A source: one provider account and workflow. Every secret it holds (signing secrets, the
 # destination's headers and secret, the ingest id itself) is in `sealed`, encrypted with a

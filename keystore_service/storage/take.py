@@ -16,7 +16,7 @@ COMMIT. SQLite runs the same steps one by one under its write lock.
 Candidates are of three kinds, in this order within a source: 0 an attempt whose lease ran
 out (overdue: taken over as the next attempt), 1 a queued event that is due, 2 a queued
 event of a *paused* source whose retry window has ended (only when the caller sweeps for
-them, about once a second: it is then failed without a forward, hooks/forwarding.py)."""
+them, about once a second: it is then failed without a forward, gateway/forwarding.py)."""
 from __future__ import annotations
 
 import json

@@ -14,6 +14,7 @@ from werkzeug.exceptions import HTTPException
 
 from keystore_service import errors, logs
 from keystore_service.web.api.render import ReviewOf, current_request_id, record_json, respond
+from keystore_service.web.context import keystore
 from keystore_service.web.ui.ui_forms import FormError, record_ref
 
 log = logging.getLogger("keystore")
@@ -65,10 +66,10 @@ def install_app(app: Flask) -> None:
     def _keystore_error(exc: errors.KeystoreError):
         if isinstance(exc, errors.Unavailable):
             if getattr(exc, "from_database", True):  # not a source's keys (sealing.py)
-                app.extensions["keystore"].metrics.database_error()
+                keystore().metrics.database_error()
             review_of = None  # the database is why we are here: do not ask it again
         else:
-            review_of = app.extensions["keystore"].service.open_review
+            review_of = keystore().service.open_review
         return error_response(exc, review_of)
 
     @app.errorhandler(HTTPException)
@@ -149,7 +150,7 @@ def _form_error(exc: FormError) -> Response:
 
 def _page_keystore_error(exc: errors.KeystoreError) -> Response:
     if isinstance(exc, errors.Unavailable):
-        current_app.extensions["keystore"].metrics.database_error()
+        keystore().metrics.database_error()
         return error_page(503, "Nothing was changed. Try again in a moment.")
     message = KNOWN.get(type(exc), exc.message[:1].upper() + exc.message[1:])
     return error_page(exc.status, message, _back_to_record())

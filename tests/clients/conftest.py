@@ -17,7 +17,7 @@ import pytest
 from keystore_client import KeyStore
 from sqlalchemy.engine import make_url
 
-from keystore_service import app as app_module
+from keystore_service import bootstrap
 from keystore_service.service.claims import system_clock
 from keystore_service.settings import Settings
 from keystore_service.storage import migrate
@@ -66,7 +66,7 @@ def _tokens(db_url: str) -> tuple[str, str]:
     """A tenant with a client and an operator token, made with the service's own accounts
     code in-process (the `keystore` CLI would do the same, at ~2 s of start-up per call)."""
     migrate.upgrade(db_url)
-    keystore = app_module.build(Settings(database_url=db_url))
+    keystore = bootstrap.build(Settings(database_url=db_url))
     try:
         keystore.accounts.create_tenant("clients", system_clock())
         return tuple(keystore.accounts.create_token("clients", role, None, system_clock())

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from keystore_service.app import build
+from keystore_service.bootstrap import build
 from keystore_service.settings import Settings
 
 

@@ -11,7 +11,7 @@ import time
 import psycopg
 import pytest
 
-from keystore_service.app import build
+from keystore_service.bootstrap import build
 from keystore_service.errors import KeystoreError
 from keystore_service.service.claims import Claim, system_clock
 from keystore_service.settings import Settings

@@ -45,7 +45,7 @@ def test_three_database_restarts_under_load(private_pg, sink, tenant_token, tmp_
         runner.join()
         recoveries = [load.recovery_after(t) for t in restarts]
         time.sleep(load.lease_seconds + 0.5)
-        from keystore_service.app import build
+        from keystore_service.bootstrap import build
         from keystore_service.settings import Settings
         reconciled = build(Settings(database_url=url)).jobs.reconcile()
         lookup = lookup_via(a.url, token)  # its first reads meet connections the restarts

@@ -39,7 +39,7 @@ def test_a_hundred_worker_kills(pg_database, sink, tenant_token, tmp_path):
         runner.join()
         recoveries = [r for r in (load.recovery_after(k) for k in kills) if r is not None]
         time.sleep(load.lease_seconds + 0.5)  # leases held by lost claims run out, then:
-        from keystore_service.app import build
+        from keystore_service.bootstrap import build
         from keystore_service.settings import Settings
         reconciled = build(Settings(database_url=url)).jobs.reconcile()
         figures = verify(load, [op for op in ops if op.outcome != "not_tried"],

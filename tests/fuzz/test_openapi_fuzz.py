@@ -102,7 +102,7 @@ SEMANTIC = {
     "/v1/claim": _PROPOSED, "/v1/claim/batch": _PROPOSED,
     # a page cursor of the right shape that the service never gave out
     "/v1/reviews": ("cursor",), "/v1/deliveries": ("cursor",),
-    # a taken name; a destination URL refused by the address rules (hooks/destinations.py:
+    # a taken name; a destination URL refused by the address rules (gateway/destinations.py:
     # what a name resolves to, and the URL shape they check first, not yet in the schema);
     # a TTL shorter than retry_window_seconds plus a day (two fields compared)
     "POST /v1/sources": ("name", "destination.url", "ttl_seconds"),

@@ -12,8 +12,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 
-from keystore_service.hooks import providers
-from keystore_service.hooks.providers import Inbound, InvalidSignature, MissingEventId, Provider
+from keystore_service.gateway import providers
+from keystore_service.gateway.providers import Inbound, InvalidSignature, MissingEventId, Provider
 
 SECRET = "test-secret-1"
 KEY = "cNk6cVlTCFCk0NKWaFUBSi1_dBbOG9Z-mUbGkN9yQBw="  # a Fernet key for the tests

@@ -9,8 +9,8 @@ import socket
 import pytest
 
 from keystore_service.app import create_app
-from keystore_service.hooks.destinations import Policy
-from keystore_service.hooks.outbound import Outbound
+from keystore_service.gateway.destinations import Policy
+from keystore_service.gateway.outbound import Outbound
 from keystore_service.settings import Settings
 from tests.support import T0, Http
 

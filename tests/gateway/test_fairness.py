@@ -11,7 +11,7 @@ import time
 import pytest
 
 from keystore_service.app import create_app
-from keystore_service.hooks.relay import Relay
+from keystore_service.gateway.relay import Relay
 from keystore_service.settings import Settings
 from tests.support import Http
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from keystore_service.hooks.relay import Relay
+from keystore_service.gateway.relay import Relay
 
 from .support import Sink, create_source
 from .test_ingest import BODY, deliver
@@ -440,7 +440,7 @@ def test_another_instances_relay_is_woken_by_notify(pg_url, sink, monkeypatch):
     relay at once (NOTIFY after the commit), not at its next sweep. The sweep is set to 30 s
     here, so only the NOTIFY can bring an event out within the bound (a bound just under
     the 1 s sweep failed once in a loaded CI run at 0.255 s, with the NOTIFY working)."""
-    from keystore_service.hooks import relay as relay_module
+    from keystore_service.gateway import relay as relay_module
     monkeypatch.setattr(relay_module, "SWEEP_SECONDS", 30.0)
     from keystore_service.app import create_app
     from keystore_service.settings import Settings

@@ -14,7 +14,7 @@ from urllib.parse import unquote
 import pytest
 from standardwebhooks import Webhook
 
-from keystore_service.hooks import rules
+from keystore_service.gateway import rules
 
 from .test_forwarding import pump
 

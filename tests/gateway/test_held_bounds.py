@@ -15,7 +15,7 @@ from tests.ui.conftest import Browser
 
 from .support import create_source, signed
 
-HELD_BYTES = 64 * 1024  # docs/webhooks/README.md's bound (keystore_service.hooks.held.HELD_BYTES)
+HELD_BYTES = 64 * 1024  # docs/webhooks/README.md's bound (keystore_service.gateway.held.HELD_BYTES)
 BIG_HEADERS = {f"X-Pad-{n:02d}": "h" * 8000 for n in range(90)}  # 720 KB of headers
 
 

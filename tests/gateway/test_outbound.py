@@ -1,4 +1,4 @@
-"""The one outbound client (hooks/outbound.py) on real loopback sockets: it connects to the
+"""The one outbound client (gateway/outbound.py) on real loopback sockets: it connects to the
 address it checked, whatever a name resolves to the second time, and one deadline ends the
 whole request, whichever phase the destination trickles (issue 25, items 1 and 2)."""
 from __future__ import annotations
@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from keystore_service.hooks.destinations import Policy, Refused
-from keystore_service.hooks.outbound import Outbound
+from keystore_service.gateway.destinations import Policy, Refused
+from keystore_service.gateway.outbound import Outbound
 
 from .trickling_sink import TricklingSink, _request
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from keystore_service.hooks import rules
-from keystore_service.hooks.relay import Relay
+from keystore_service.gateway import rules
+from keystore_service.gateway.relay import Relay
 from tests.support import T0, Http
 
 from .support import Sink, create_source

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from keystore_service import app as app_module
+from keystore_service import bootstrap
 from keystore_service import errors
 from keystore_service.service.claims import Claim
 from keystore_service.settings import Settings
@@ -19,7 +19,7 @@ from tests.support import T0
 
 @pytest.fixture
 def counted_later(database_url, clock):
-    keystore = app_module.build(Settings(database_url=database_url, secret_key=TEST_KEY,
+    keystore = bootstrap.build(Settings(database_url=database_url, secret_key=TEST_KEY,
                                          async_repeat_counts=True), clock)
     keystore.service.counts.interval = 3600  # the tests write by hand, unless they say
     yield keystore

@@ -1,4 +1,4 @@
-"""Where the service may send a request (hooks/destinations.py), without HTTP: a host must be
+"""Where the service may send a request (gateway/destinations.py), without HTTP: a host must be
 given in its plain spelling, and each address (an IP literal, or what a name resolves to)
 is judged by the policy, IPv6 forms that embed an IPv4 address by that address too."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import ipaddress
 
 import pytest
 
-from keystore_service.hooks.destinations import Policy, Refused, parse
+from keystore_service.gateway.destinations import Policy, Refused, parse
 
 OTHER_SPELLINGS = [  # every one of these reached a refused address before (issue 25)
     "http://169%2E254%2E169%2E254/latest/meta-data/",  # percent-encoded dots

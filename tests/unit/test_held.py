@@ -1,4 +1,4 @@
-"""What a held delivery keeps (hooks/held.py): body and headers together at most 64 KiB of
+"""What a held delivery keeps (gateway/held.py): body and headers together at most 64 KiB of
 stored JSON, whatever the bytes (issue 25, item 8)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from keystore_service.hooks.held import HELD_BYTES, held_kept
+from keystore_service.gateway.held import HELD_BYTES, held_kept
 
 
 def stored(kept: str) -> int:

@@ -1,6 +1,6 @@
 """The folders are the layers, and imports point down only:
 
-    app, cli, server, gateway (wiring)  ->  web  ->  hooks  ->  service  ->  storage  ->  domain
+    app, bootstrap, cli, server (wiring)  ->  web  ->  gateway  ->  service  ->  storage  ->  domain
 
 `errors`, `settings` and `logs` sit beside every layer. The domain imports nothing of the
 project and only the standard library (and the RFC 8785 library its canonical form uses);
@@ -15,9 +15,11 @@ import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "keystore_service"
-LAYERS = ["domain", "storage", "service", "hooks", "web"]  # each may import those before it
+LAYERS = ["domain", "storage", "service", "gateway", "web"]  # each may import those before it
 BESIDE = {"errors", "settings", "logs"}  # any layer may import these (they import nothing)
-WIRING = {"app", "server", "gunicorn_conf", "gateway", "config_report"}
+WIRING = {"app", "bootstrap", "server", "gunicorn_conf", "config_report"}
+# bootstrap.build is the one composition root: the only module that constructs stores
+ROOT = "bootstrap"
 WIRING |= {"sealing_keys"}  # a process's sealing keys, checked against its database
 WIRING |= {"slow_clients"}  # server.py's worker: deadlines for slow clients (gunicorn)
 # The `keystore` command, a folder of wiring: one module per command group, and the modules
@@ -87,7 +89,10 @@ def test_every_sql_statement_is_in_storage():
     for path in modules():
         if layer_of(path) in {"storage"} | WIRING:
             continue
-        assert not imports(path) & SQL, f"{path.relative_to(PACKAGE)} builds SQL"
+        used = imports(path) & SQL
+        if path.relative_to(PACKAGE).as_posix() == "web/context.py":
+            used -= {"storage.db"}  # it holds the process's Database (its type), runs nothing
+        assert not used, f"{path.relative_to(PACKAGE)} builds SQL"
         text = path.read_text()
         assert "from sqlalchemy" not in text and "import sqlalchemy" not in text, \
             f"{path.relative_to(PACKAGE)} uses SQLAlchemy"
@@ -107,7 +112,7 @@ def test_the_domain_uses_only_the_standard_library():
         assert not {i for i in imports(path) if not i.startswith("domain.")}, path.name
 
 
-PROVIDERS = PACKAGE / "hooks" / "providers"
+PROVIDERS = PACKAGE / "gateway" / "providers"
 # The provider rules are pure: the standard library, and the reference library of the one
 # provider whose scheme is a published standard (Standard Webhooks).
 PROVIDER_LIBRARIES = set(sys.stdlib_module_names) | {"standardwebhooks"}
@@ -189,12 +194,13 @@ def test_lease_tokens_are_made_in_one_place():
 
 
 WEB = PACKAGE / "web"
-WEB_TOP = {"errors", "forwarded"}  # beside web/api/ and web/ui/: the error rendering, a parser
+WEB_TOP = {"errors", "forwarded", "context"}  # beside web/api/ and web/ui/: the error
+# rendering, a parser, and what the views hold (web.context.keystore(), the typed accessor)
 # The request vocabulary the page's forms validate with (the same bounds as the API's): the
 # only modules of web/api/ that web/ui/ imports. Everything else crosses through web/errors.py,
 # the one module that imports from both folders (each folder may import it).
-UI_USES_OF_API = {"web.api.schemas", "web.api.hook_schemas", "web.api.queries"}
-ENDPOINTS = {"web.api.api", "web.api.hooks_api"}  # neither imports the other (shared: parsing)
+UI_USES_OF_API = {"web.api.schemas", "web.api.gateway_schemas", "web.api.queries"}
+ENDPOINTS = {"web.api.api", "web.api.gateway_api"}  # neither imports the other (shared: parsing)
 
 
 def web_imports(path: Path) -> set[str]:
@@ -235,3 +241,50 @@ def test_web_is_the_api_and_the_page_which_meet_only_in_errors():
     # what the page and the API share is checked to be used as said, so the list cannot rot
     ui_uses = set().union(*(web_imports(p) for p in (WEB / "ui").rglob("*.py")))
     assert UI_USES_OF_API <= ui_uses and "web.errors" in ui_uses
+
+
+MAY_BUILD = {  # wiring that runs without the service, and why
+    "server.py": {"Accounts"},  # the first start's operator token, before the workers fork
+    "cli/common.py": {"Accounts"},  # the account commands: one connection, no service
+    "sealing_keys.py": {"CheckStore"},  # bootstrap's helper: the keys checked at start
+}
+
+
+def store_classes() -> set[str]:
+    """The classes of storage/ made from a database: the stores."""
+    names = set()
+    for path in (PACKAGE / "storage").glob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.ClassDef):
+                for f in node.body:
+                    if (isinstance(f, ast.FunctionDef) and f.name == "__init__"
+                            and len(f.args.args) > 1 and f.args.args[1].arg in ("database", "db")):
+                        names.add(node.name)
+    return names
+
+
+def test_only_the_composition_root_builds_stores():
+    """bootstrap.build makes every store of a running process (issue 26 move 5); storage/
+    builds its own parts. The CLI's maintenance commands that run without the service (db,
+    backups) are the named exceptions."""
+    stores = store_classes()
+    assert {"RecordStore", "Accounts", "HookStore"} <= stores
+    may = {"storage", ROOT}
+    for path in modules():
+        if layer_of(path) in may:
+            continue
+        made = {n.func.id for n in ast.walk(ast.parse(path.read_text()))
+                if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in stores}
+        made |= {n.func.attr for n in ast.walk(ast.parse(path.read_text()))
+                 if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)
+                 and n.func.attr in stores}
+        assert not made - MAY_BUILD.get(str(path.relative_to(PACKAGE)), set()), \
+            f"{path.relative_to(PACKAGE)} builds {made}: build it in bootstrap.build"
+
+
+def test_views_reach_the_keystore_through_one_typed_accessor():
+    for path in modules():
+        if path.relative_to(PACKAGE).as_posix() in {"web/context.py", "app.py"}:
+            continue
+        assert 'extensions["keystore' not in path.read_text(), \
+            f"{path.relative_to(PACKAGE)}: use web.context.keystore()"

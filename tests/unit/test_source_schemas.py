@@ -11,12 +11,12 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from keystore_service.hooks import providers
-from keystore_service.web.api import hook_schemas
+from keystore_service.gateway import providers
+from keystore_service.web.api import gateway_schemas
 from keystore_service.web.api.openapi import document
 
 SPEC = document()
-MAX_SECRET = 512  # the API's bound on a secret (hook_schemas.Secret)
+MAX_SECRET = 512  # the API's bound on a secret (gateway_schemas.Secret)
 
 
 def valid(body: dict, model: str) -> bool:
@@ -87,7 +87,7 @@ def test_what_the_pattern_generates_the_provider_takes(name, data):
     assert takes(provider, secret)
 
 
-@pytest.mark.parametrize("header", sorted(hook_schemas.RESERVED_HEADERS))
+@pytest.mark.parametrize("header", sorted(gateway_schemas.RESERVED_HEADERS))
 def test_the_gateways_own_header_names_are_refused_by_the_schema_in_any_case(header):
     for spelt in (header, header.upper(), header.title()):
         dest = {"url": "http://127.0.0.1:5678/", "headers": {spelt: "x"}}

@@ -4,11 +4,12 @@ from __future__ import annotations
 from collections import Counter
 from contextlib import nullcontext
 
-from flask import Blueprint, current_app, g, request
+from flask import Blueprint, g, request
+
 from keystore_service import errors
 from keystore_service.domain import canonical, versions
 from keystore_service.domain.records import MAX_RESULT_BYTES, Outcome
-from keystore_service.hooks.rules import SCOPE_PREFIX, is_hook_scope
+from keystore_service.gateway.rules import SCOPE_PREFIX, is_hook_scope
 from keystore_service.service.auth import require_operator
 from keystore_service.service.batch import Item, ItemResult
 from keystore_service.service.claims import Claim, KeyStoreService
@@ -23,13 +24,14 @@ from keystore_service.web.api.render import (
     review_json,
     rfc3339,
 )
+from keystore_service.web.context import keystore
 from keystore_service.web.errors import error_json
 
 bp = Blueprint("v1", __name__, url_prefix="/v1")
 
 
 def _service() -> KeyStoreService:
-    return current_app.extensions["keystore"].service
+    return keystore().service
 
 
 def _record(record) -> dict:
@@ -40,7 +42,7 @@ def authenticate() -> None:
     """Every path under /v1 checks the token before it is routed (the app calls this for
     matched and unmatched paths alike): a mistyped base URL with a wrong token answers 401,
     never a 404 that a credential test could take for an accepted token."""
-    ks = current_app.extensions["keystore"]
+    ks = keystore()
     g.principal = ks.auth.authenticate(request.headers.get("Authorization"))
     if ks.limiter.enabled:
         ks.limiter.check(g.principal.token_id)
@@ -60,7 +62,7 @@ def _version(body: schemas.ClaimRequest | schemas.BatchItem) -> tuple[str | None
 
 
 def _metrics():
-    return current_app.extensions["keystore"].metrics
+    return keystore().metrics
 
 
 def _not_a_hook_scope(scope: str) -> None:
@@ -81,7 +83,7 @@ def whoami():
 def claim():
     body = _body(schemas.ClaimRequest)
     _not_a_hook_scope(body.scope)
-    ks = current_app.extensions["keystore"]
+    ks = keystore()
     settings, wait = ks.settings, body.wait_seconds or 0
     c = Claim(body.scope, body.key, _fingerprint(body, "payload"),
               body.ttl_seconds or settings.default_ttl_seconds,
@@ -139,10 +141,10 @@ def _late_json(trace) -> dict:
 def claim_batch():
     body = _body(schemas.BatchClaimRequest)
     _not_a_hook_scope(body.scope)
-    settings = current_app.extensions["keystore"].settings
+    settings = keystore().settings
     items = [Item(it.key, _fingerprint(it, f"items.{n}.payload"), *_version(it),
                   lease_token=it.lease_token) for n, it in enumerate(body.items)]
-    results = current_app.extensions["keystore"].batch.claim(
+    results = keystore().batch.claim(
         g.principal.tenant_id, body.scope, items,
         body.ttl_seconds or settings.default_ttl_seconds,
         body.lease_seconds or settings.default_lease_seconds, body.on_stale)
@@ -214,7 +216,7 @@ def extend():
 def lookup():
     query = _validate(schemas.LookupQuery, request.args.to_dict())
     wait = query.wait or 0
-    seats = current_app.extensions["keystore"].waits
+    seats = keystore().waits
     with seats.seat(g.principal.token_id) if wait else nullcontext(False) as seated:
         record = _service().lookup(g.principal.tenant_id, query.scope, query.key,
                                    wait if seated else 0)
@@ -228,7 +230,7 @@ def lookup():
 def expire():
     require_operator(g.principal)
     body = _body(schemas.ExpireRequest)
-    record = current_app.extensions["keystore"].operations.expire(g.principal, body.scope,
+    record = keystore().operations.expire(g.principal, body.scope,
                                                                   body.key)
     return respond({"record": _record(record)}, 200, record)
 
@@ -239,10 +241,10 @@ def expire():
 def list_reviews():
     require_operator(g.principal)
     q = _validate(schemas.ReviewsQuery, request.args.to_dict())
-    page, cursor = current_app.extensions["keystore"].operations.list_reviews(
+    page, cursor = keystore().operations.list_reviews(
         g.principal.tenant_id, q.state, q.kind, q.scope, q.key, q.min_age_seconds, q.limit,
         q.cursor)
-    ops = current_app.extensions["keystore"].operations
+    ops = keystore().operations
     items = [{**review_json(v), "record": _record(r) if r is not None else None,
               **kept_json(ops.kept(v, r))} for v, r in page]
     return respond({"reviews": items, "next_cursor": cursor})
@@ -258,7 +260,7 @@ def resolve():
         raise errors.InvalidRequest("redeliver is for the gateway's records (hook: scopes)",
                                     details={"field": "action"})
     result = _result_json(body.result) if body.result is not None else None
-    record, closed = current_app.extensions["keystore"].operations.resolve(
+    record, closed = keystore().operations.resolve(
         g.principal, body.scope, body.key, body.action, body.review_id, result,
         body.result.resource_id if body.result else None)
     return respond({"record": _record(record), "closed_reviews": closed}, 200, record)
@@ -270,7 +272,7 @@ def _resolve_hook(body: schemas.ResolveRequest):
         raise errors.InvalidRequest("release is not for an event of the gateway: it would let "
                                     "a resend in again (redeliver it, or dismiss the review)",
                                     details={"field": "action"})
-    ks = current_app.extensions["keystore"]
+    ks = keystore()
     source = body.scope[len(SCOPE_PREFIX):]  # is_hook_scope: the scope is hook:<source>
     ks.gateway.deliveries.redeliver(g.principal.tenant_id, source, body.key, force=True)
     record = ks.service.lookup(g.principal.tenant_id, body.scope, body.key)
@@ -281,7 +283,7 @@ def _resolve_hook(body: schemas.ResolveRequest):
 def report():
     require_operator(g.principal)
     q = _validate(schemas.ReportQuery, request.args.to_dict())
-    ks = current_app.extensions["keystore"]
+    ks = keystore()
     body = ks.reports.daily(g.principal.tenant_id, q.date, ks.service.clock())
     body["generated_at"] = rfc3339(body["generated_at"])
     return respond(body)

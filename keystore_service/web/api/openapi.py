@@ -6,7 +6,7 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from keystore_service.web.api import hook_schemas as hs
+from keystore_service.web.api import gateway_schemas as hs
 from keystore_service.web.api import schemas, source_schemas
 
 REF = "#/components/schemas/{model}"

@@ -1,5 +1,5 @@
 """A request's JSON body or query as one of web/api's pydantic models, the same for every
-endpoint (api.py, hooks_api.py): a body that is not one JSON object, or does not match the
+endpoint (api.py, gateway_api.py): a body that is not one JSON object, or does not match the
 model, is InvalidRequest (400) with field + message details, never the input value."""
 from __future__ import annotations
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import copy
 
-from keystore_service.hooks import providers
+from keystore_service.gateway import providers
 
 REF = "#/components/schemas/{model}"
-GENERIC = "generic"  # the one provider with options (hooks/providers/generic.py)
+GENERIC = "generic"  # the one provider with options (gateway/providers/generic.py)
 _NULL_ONLY = {"type": "null", "description": "Only generic sources take this."}
 # A generic source's event_id: exactly one of its two rules.
 _ONE_RULE = [{"required": ["header"], "properties": {"header": {"type": "string"},

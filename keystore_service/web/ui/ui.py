@@ -8,7 +8,6 @@ stack traces; tokens and lease-token hashes are never shown.
 from __future__ import annotations
 
 import logging
-import secrets
 from functools import wraps
 from typing import Optional
 
@@ -16,7 +15,6 @@ from flask import (
     Blueprint,
     Flask,
     Response,
-    current_app,
     g,
     redirect,
     render_template,
@@ -26,13 +24,14 @@ from flask import (
 
 from keystore_service import errors
 from keystore_service.domain import records as domain
-from keystore_service.hooks.rules import SCOPE_PREFIX, is_hook_scope
+from keystore_service.gateway.rules import SCOPE_PREFIX, is_hook_scope
 from keystore_service.service.operations import ACTIONS
 from keystore_service.storage import sessions as signins
 from keystore_service.storage.accounts import Principal
 from keystore_service.web import errors as web_errors
-from keystore_service.web.ui import ui_bodies, ui_chart, ui_hooks, ui_text
+from keystore_service.web.context import keystore
 from keystore_service.web.errors import HEADERS, CsrfRefused
+from keystore_service.web.ui import ui_bodies, ui_chart, ui_gateway, ui_text
 from keystore_service.web.ui.ui_forms import (
     FIRST_REPORT_DAY,
     FormError,
@@ -48,9 +47,7 @@ from keystore_service.web.ui.ui_session import (
     COOKIE,
     COOKIE_PATH,
     CSRF_FIELD,
-    MAX_SESSION_SECONDS,
     Session,
-    Sessions,
     csrf_ok,
     new_csrf,
 )
@@ -58,7 +55,6 @@ from keystore_service.web.ui.ui_session import (
 log = logging.getLogger("keystore.ui")
 bp = Blueprint("ui", __name__, url_prefix="/ui", template_folder="templates",
                static_folder="static/ui", static_url_path="/static")
-SESSION_KEY_NAME = "ui_session_key"
 CHART_DAYS = 14
 QUEUE_PAGE = 50
 ENDED = {"idle": "You were signed out after {idle} without activity.",
@@ -72,22 +68,14 @@ DONE = {"mark_succeeded": "Marked succeeded.", "mark_failed": "Marked failed.",
 
 
 def init_app(app: Flask) -> None:
-    ks = app.extensions["keystore"]
-    app.extensions["keystore_ui"] = Sessions(
-        lambda: ks.secrets.get_or_create(SESSION_KEY_NAME, lambda: secrets.token_urlsafe(48)),
-        ks.settings.ui_idle_minutes * 60, ks.service.clock)
-    # A row is needed while its session may live, plus an hour: instances' clocks may differ.
-    app.extensions["keystore_ui_signins"] = signins.SignIns(ks.database,
-                                                            MAX_SESSION_SECONDS + 3600)
     app.register_blueprint(bp)
 
 
-def _ks():
-    return current_app.extensions["keystore"]
+_ks = keystore
 
 
 def _signins() -> signins.SignIns:
-    return current_app.extensions["keystore_ui_signins"]
+    return keystore().signins
 
 
 def _tenant() -> int:
@@ -102,7 +90,7 @@ def _load_session() -> None:
         return
     if not utf8(request.query_string):  # request.args would raise (gunicorn refuses such
         raise FormError("this address holds bytes that are not text")  # a query; others may not)
-    loaded = current_app.extensions["keystore_ui"].load(request.cookies.get(COOKIE))
+    loaded = keystore().sessions.load(request.cookies.get(COOKIE))
     session, g.ui_ended = loaded.session, loaded.ended
     if session.signed_in:  # signed out elsewhere, or its token revoked: ended
         state = _signins().state(session.sid)
@@ -120,7 +108,7 @@ def _load_session() -> None:
 def _finish(resp: Response) -> Response:
     session: Optional[Session] = g.get("ui")
     if session is not None:
-        resp.set_cookie(COOKIE, current_app.extensions["keystore_ui"].dump(session),
+        resp.set_cookie(COOKIE, keystore().sessions.dump(session),
                         path=COOKIE_PATH, httponly=True, samesite="Strict",
                         secure=request.is_secure or _ks().settings.ui_cookie_secure)
     if request.endpoint != "ui.static":
@@ -175,7 +163,7 @@ def signin_post():
         status = 401 if principal is None else 403
         return render_template("ui/signin.html", error=error,
                                next=safe_next(request.form.get("next"))), status
-    session = current_app.extensions["keystore_ui"].sign_in(
+    session = keystore().sessions.sign_in(
         principal.tenant_id, principal.tenant, principal.token_name)
     _signins().start(session.sid, principal.tenant_id, principal.token_name, session.seen)
     g.ui = session
@@ -304,4 +292,4 @@ def report():
 
 
 web_errors.install_page(bp)
-ui_hooks.install(bp, operator_page)  # the Webhooks section
+ui_gateway.install(bp, operator_page)  # the Webhooks section

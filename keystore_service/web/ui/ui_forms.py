@@ -17,8 +17,8 @@ from werkzeug.datastructures import MultiDict
 from keystore_service.domain import canonical
 from keystore_service.domain.deliveries import DELIVERY_STATES
 from keystore_service.domain.records import MAX_RESULT_BYTES
-from keystore_service.hooks.rules import scope_of
-from keystore_service.web.api import hook_schemas, queries, schemas
+from keystore_service.gateway.rules import scope_of
+from keystore_service.web.api import gateway_schemas, queries, schemas
 
 MAX_BIGINT = 2**63 - 1  # what the database's BIGINT holds
 FIRST_REPORT_DAY = queries.FIRST_REPORT_DAY
@@ -34,7 +34,7 @@ SCOPE_RULE = "a scope is 1 to 128 characters of A-Z a-z 0-9 _ . : -"
 KEY_RULE = "a key is 1 to 512 characters, none of them a control character"
 SOURCE_RULE = "a source name is 1 to 64 characters of a-z 0-9 _ -"
 EVENT_ID_RULE = "an event id is 1 to 512 characters, none of them a control character"
-_SOURCE_NAME = TypeAdapter(hook_schemas.SourceName)
+_SOURCE_NAME = TypeAdapter(gateway_schemas.SourceName)
 _CURSOR = re.compile(queries.CURSOR_PATTERN[1:-1])  # fullmatch: without ^ and $
 
 
@@ -135,7 +135,7 @@ def return_address(path: str, args: MultiDict) -> Optional[str]:
 # --- the Webhooks section ------------------------------------------------------------------
 
 def source_name(text: Optional[str]) -> str:
-    """A source's name by the API's rule (hook_schemas.SourceName)."""
+    """A source's name by the API's rule (gateway_schemas.SourceName)."""
     try:
         return _SOURCE_NAME.validate_python(text or "")
     except ValidationError:

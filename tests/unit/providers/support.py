@@ -9,7 +9,7 @@ from unittest import mock
 
 from hypothesis import strategies as st
 
-from keystore_service.hooks.providers import Headers, Inbound
+from keystore_service.gateway.providers import Headers, Inbound
 
 NOW = 1_800_000_000  # 2027-01-15T08:00:00Z, the tests' fixed "now" (tests/support.T0)
 

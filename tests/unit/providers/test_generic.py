@@ -14,9 +14,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from keystore_client import derive_key as client_derive_key
 
-from keystore_service.hooks.providers import InvalidSignature, MissingEventId
-from keystore_service.hooks.providers._keys import derive_key
-from keystore_service.hooks.providers.generic import PROVIDER, validate_config
+from keystore_service.gateway.providers import InvalidSignature, MissingEventId
+from keystore_service.gateway.providers._keys import derive_key
+from keystore_service.gateway.providers.generic import PROVIDER, validate_config
 
 from .support import MALFORMED, inbound
 

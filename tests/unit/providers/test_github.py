@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from keystore_service.hooks.providers import InvalidSignature, MissingEventId
-from keystore_service.hooks.providers.github import PROVIDER
+from keystore_service.gateway.providers import InvalidSignature, MissingEventId
+from keystore_service.gateway.providers.github import PROVIDER
 
 from .support import MALFORMED, inbound
 

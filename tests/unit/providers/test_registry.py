@@ -10,15 +10,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from keystore_service.hooks import providers
-from keystore_service.hooks.providers import (
+from keystore_service.gateway import providers
+from keystore_service.gateway.providers import (
     FORWARDING_WINDOW_SECONDS,
     TTL_MARGIN_SECONDS,
     InvalidSignature,
     MissingEventId,
     Provider,
 )
-from keystore_service.hooks.providers._keys import valid_pointer
+from keystore_service.gateway.providers._keys import valid_pointer
 
 from .support import MALFORMED, NOW, inbound
 
@@ -43,7 +43,7 @@ def test_the_six_providers_of_the_contract_are_registered():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_every_provider_has_its_own_test_module(name):
-    # Adding a provider is one module in keystore_service/hooks/providers and this file.
+    # Adding a provider is one module in keystore_service/gateway/providers and this file.
     test = HERE / f"test_{name}.py"
     assert test.is_file(), f"add {test.relative_to(HERE.parents[2])}"
     assert f"providers.{name} import PROVIDER" in test.read_text()

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from keystore_service.hooks.providers import InvalidSignature, MissingEventId
-from keystore_service.hooks.providers.shopify import PROVIDER
+from keystore_service.gateway.providers import InvalidSignature, MissingEventId
+from keystore_service.gateway.providers.shopify import PROVIDER
 
 from .support import MALFORMED, inbound, plain_secrets, texts
 

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from slack_sdk.signature import SignatureVerifier
 
-from keystore_service.hooks.providers import InvalidSignature, MissingEventId
-from keystore_service.hooks.providers.slack import PROVIDER
+from keystore_service.gateway.providers import InvalidSignature, MissingEventId
+from keystore_service.gateway.providers.slack import PROVIDER
 
 from .support import MALFORMED, NOW, SlackClock, inbound, plain_secrets, texts
 

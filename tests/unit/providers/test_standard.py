@@ -10,8 +10,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
 
-from keystore_service.hooks.providers import BadSecret, InvalidSignature, MissingEventId
-from keystore_service.hooks.providers.standard import PROVIDER, secret_key, sign
+from keystore_service.gateway.providers import BadSecret, InvalidSignature, MissingEventId
+from keystore_service.gateway.providers.standard import PROVIDER, secret_key, sign
 
 from .support import MALFORMED, NOW, inbound, standardwebhooks_clock, texts
 

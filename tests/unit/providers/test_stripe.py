@@ -9,8 +9,8 @@ import stripe
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from keystore_service.hooks.providers import BadSecret, InvalidSignature, MissingEventId
-from keystore_service.hooks.providers.stripe import PROVIDER
+from keystore_service.gateway.providers import BadSecret, InvalidSignature, MissingEventId
+from keystore_service.gateway.providers.stripe import PROVIDER
 
 from .support import MALFORMED, NOW, inbound, stripe_clock, texts
 

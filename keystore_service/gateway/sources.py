@@ -12,15 +12,15 @@ from typing import Any, Optional
 
 from keystore_service import errors
 from keystore_service.domain.records import Micros
-from keystore_service.hooks import destinations, providers
-from keystore_service.hooks.destinations import Policy
-from keystore_service.hooks.ingest import ingest_hash
-from keystore_service.hooks.outbound import Outbound
+from keystore_service.gateway import destinations, providers
+from keystore_service.gateway.destinations import Policy
+from keystore_service.gateway.ingest import ingest_hash
+from keystore_service.gateway.outbound import Outbound
 from keystore_service.service.sealing import Sealer, SourceBroken
 from keystore_service.storage.sources import Queue, Source, SourceStore
 
 DAY = 86_400
-NAME = re.compile(r"[a-z0-9_-]{1,64}")  # a source's name (web/api/hook_schemas.SourceName)
+NAME = re.compile(r"[a-z0-9_-]{1,64}")  # a source's name (web/api/gateway_schemas.SourceName)
 INGEST_ID_BYTES = 32  # 43 random URL-safe characters (docs/webhooks/README.md, "Security model")
 
 

@@ -7,11 +7,12 @@ from flask import Blueprint, current_app, g, request
 
 from keystore_service import errors
 from keystore_service.domain.deliveries import DeliveryState
-from keystore_service.hooks.deliveries import Delivery
-from keystore_service.hooks.sources import Shown
+from keystore_service.gateway.deliveries import Delivery
+from keystore_service.gateway.sources import Shown
 from keystore_service.service.auth import require_operator
-from keystore_service.web.api import bodies, hook_schemas, parsing
+from keystore_service.web.api import bodies, gateway_schemas, parsing
 from keystore_service.web.api.render import respond, rfc3339
+from keystore_service.web.context import keystore
 
 inbound = Blueprint("hooks_in", __name__)
 v1 = Blueprint("hooks_v1", __name__, url_prefix="/v1")
@@ -19,7 +20,7 @@ MAX_INGEST_ID = 128  # ours are 43 characters; anything much longer is not one o
 
 
 def _ks():
-    return current_app.extensions["keystore"].gateway
+    return keystore().gateway
 
 
 # --- POST /hooks/<ingest_id> --------------------------------------------------------------
@@ -44,7 +45,7 @@ def ingest(ingest_id: str):
 @v1.post("/sources")
 def create_source():
     require_operator(g.principal)
-    shown = _ks().sources.create(g.principal.tenant_id, parsing.body(hook_schemas.SourceCreate))
+    shown = _ks().sources.create(g.principal.tenant_id, parsing.body(gateway_schemas.SourceCreate))
     return respond({"source": source_json(shown)}, 201)
 
 
@@ -65,7 +66,7 @@ def show_source(name: str):
 def change_source(name: str):
     require_operator(g.principal)
     shown = _ks().sources.change(g.principal.tenant_id, name,
-                                 parsing.body(hook_schemas.SourceChange))
+                                 parsing.body(gateway_schemas.SourceChange))
     return respond({"source": source_json(shown)})
 
 
@@ -85,7 +86,7 @@ def disable_source(name: str):
 
 
 def ingest_url(ingest_id: str) -> str:
-    base = current_app.extensions["keystore"].settings.public_url or request.host_url
+    base = keystore().settings.public_url or request.host_url
     return base.rstrip("/") + "/hooks/" + ingest_id
 
 
@@ -118,7 +119,7 @@ def source_json(shown: Shown) -> dict:
 @v1.get("/deliveries")
 def list_deliveries():
     require_operator(g.principal)
-    q = parsing.validate(hook_schemas.DeliveriesQuery, request.args.to_dict())
+    q = parsing.validate(gateway_schemas.DeliveriesQuery, request.args.to_dict())
     page, cursor = _ks().deliveries.list(g.principal.tenant_id, q.source, q.state, q.event_id,
                                          q.limit, q.cursor)
     return respond({"deliveries": [delivery_json(d) for d in page], "next_cursor": cursor})
@@ -127,7 +128,7 @@ def list_deliveries():
 @v1.post("/deliveries/redeliver")
 def redeliver():
     require_operator(g.principal)
-    body = parsing.body(hook_schemas.Redeliver)
+    body = parsing.body(gateway_schemas.Redeliver)
     done = _ks().deliveries.redeliver(g.principal.tenant_id, body.source, body.event_id,
                                       body.force)
     return respond({"delivery": delivery_json(done)}, 202)

@@ -5,7 +5,7 @@ forwards it. docs/webhooks/README.md's ingest table, in its order:
     unknown or disabled source      404 not_found
     body over the limit             413 payload_too_large      (the view reads the body)
     signature missing or wrong      401 invalid_signature       nothing stored; past its own
-                                                                budget 429 (hooks/admission.py)
+                                                                budget 429 (gateway/admission.py)
     source's rate spent             429 rate_limited            signed deliveries only
     Slack url_verification          200 {"challenge": ...}      nothing stored
     no event id                     400 invalid_request         nothing stored
@@ -30,12 +30,12 @@ from keystore_service.domain import records as domain
 from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.domain.records import SECOND, Micros, Record
 from keystore_service.domain.upkeep import claim_changes
-from keystore_service.hooks import providers, rules
-from keystore_service.hooks.admission import Admission
-from keystore_service.hooks.held import held_kept
-from keystore_service.hooks.notify import Notifier
-from keystore_service.hooks.providers import Headers, Inbound, InvalidSignature, MissingEventId
-from keystore_service.hooks.rules import Arrival
+from keystore_service.gateway import providers, rules
+from keystore_service.gateway.admission import Admission
+from keystore_service.gateway.held import held_kept
+from keystore_service.gateway.notify import Notifier
+from keystore_service.gateway.providers import Headers, Inbound, InvalidSignature, MissingEventId
+from keystore_service.gateway.rules import Arrival
 from keystore_service.service.fencing import new_lease_token
 from keystore_service.service.grouping import Groups
 from keystore_service.service.phases import AGAIN, Again, atomic_phase

@@ -13,7 +13,7 @@ from keystore_service import errors
 from keystore_service.domain import records as domain
 from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.domain.records import Micros, Record, State
-from keystore_service.hooks import rules
+from keystore_service.gateway import rules
 from keystore_service.storage.events import Attempt, Event, HookStore
 from keystore_service.storage.records import RecordStore
 from keystore_service.storage.reviews import Review, ReviewStore

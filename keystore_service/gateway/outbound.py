@@ -25,13 +25,18 @@ from typing import Any, Optional
 
 import urllib3
 from urllib3.connection import HTTPConnection, HTTPSConnection
-from urllib3.exceptions import ConnectTimeoutError, HTTPError, NewConnectionError, \
-    ProtocolError, SSLError
+from urllib3.exceptions import (
+    ConnectTimeoutError,
+    HTTPError,
+    NewConnectionError,
+    ProtocolError,
+    SSLError,
+)
 from urllib3.exceptions import TimeoutError as Timeout
 
-from keystore_service.hooks import destinations
-from keystore_service.hooks.deadlines import Bound, Deadlines
-from keystore_service.hooks.destinations import Policy, Refused, Target
+from keystore_service.gateway import destinations
+from keystore_service.gateway.deadlines import Bound, Deadlines
+from keystore_service.gateway.destinations import Policy, Refused, Target
 
 Resolver = Callable[[str, int], list[str]]  # (name, port) -> addresses, in the order to try
 CONNECT_SECONDS = 5  # per address: a host that drops SYNs must not take the whole deadline

@@ -16,8 +16,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 from keystore_service.errors import Unavailable
-from keystore_service.hooks.forwarding import Forwarding, Job, Result
-from keystore_service.hooks.rules import Outcome
+from keystore_service.gateway.forwarding import Forwarding, Job, Result
+from keystore_service.gateway.rules import Outcome
 from keystore_service.service.grouping import Groups
 
 log = logging.getLogger("keystore.relay")

@@ -7,8 +7,8 @@ from typing import Annotated, Any, Literal, Optional
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from keystore_service.domain.deliveries import DELIVERY_STATES
-from keystore_service.hooks import providers
-from keystore_service.hooks.providers import standard
+from keystore_service.gateway import providers
+from keystore_service.gateway.providers import standard
 from keystore_service.settings import MAX_TTL_SECONDS
 from keystore_service.web.api.queries import Cursor, QueryInt
 from keystore_service.web.api.schemas import Int, Key, Text, _Body, _Out
@@ -29,7 +29,7 @@ def _known_provider(name: str) -> str:
     return name
 
 
-# The registered provider modules (hooks/providers/): adding one adds it here too.
+# The registered provider modules (gateway/providers/): adding one adds it here too.
 Provider = Annotated[str, AfterValidator(_known_provider),
                      Field(json_schema_extra={"enum": providers.names()})]
 RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection",

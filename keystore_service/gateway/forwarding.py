@@ -17,11 +17,11 @@ from requests.certs import where as ca_bundle
 from keystore_service.domain import records as domain
 from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.domain.records import SECOND, Micros, State
-from keystore_service.hooks import rules
-from keystore_service.hooks.destinations import Policy
-from keystore_service.hooks.outbound import Outbound
-from keystore_service.hooks.providers import standard
-from keystore_service.hooks.rules import Outcome
+from keystore_service.gateway import rules
+from keystore_service.gateway.destinations import Policy
+from keystore_service.gateway.outbound import Outbound
+from keystore_service.gateway.providers import standard
+from keystore_service.gateway.rules import Outcome
 from keystore_service.service.sealing import Sealer
 from keystore_service.storage.events import Event, HookStore
 from keystore_service.storage.records import RecordStore

@@ -13,14 +13,15 @@ import logging
 from collections.abc import Callable
 from typing import Optional
 
-from flask import Blueprint, current_app, g, redirect, render_template, request, url_for
+from flask import Blueprint, g, redirect, render_template, request, url_for
 
 from keystore_service import errors
 from keystore_service.domain.deliveries import DeliveryState
-from keystore_service.hooks.rules import scope_of
+from keystore_service.gateway.rules import scope_of
 from keystore_service.storage.events import ATTEMPTS_SHOWN
-from keystore_service.web.ui import ui_bodies
+from keystore_service.web.context import keystore
 from keystore_service.web.errors import error_page
+from keystore_service.web.ui import ui_bodies
 from keystore_service.web.ui.ui_forms import (
     DELIVERY_STATES,
     FormError,
@@ -53,7 +54,7 @@ REFUSED = {
 
 
 def _gateway():
-    return current_app.extensions["keystore"].gateway
+    return keystore().gateway
 
 
 def _tenant() -> int:
@@ -131,7 +132,7 @@ def hook_dismiss():
     review_id = optional_int(request.form, "review_id", least=1)
     if review_id is None:
         raise FormError("review id is missing: use the Dismiss button of a review")
-    current_app.extensions["keystore"].operations.resolve(
+    keystore().operations.resolve(
         g.principal, scope_of(source), event_id, "dismiss", review_id)
     return redirect(_event_url(source, event_id, "dismissed"), 303)
 

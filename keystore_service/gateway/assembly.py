@@ -1,0 +1,36 @@
+"""The inbound webhook gateway's parts as one value, built once per process by
+bootstrap.build_gateway: the sealer, sources, ingest (with its per-source rate buckets),
+deliveries, forwarding, and the relay that `keystore serve` runs in each worker and
+`keystore relay` runs alone."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from keystore_service.gateway.deliveries import Deliveries
+from keystore_service.gateway.forwarding import Forwarding
+from keystore_service.gateway.ingest import Ingest
+from keystore_service.gateway.relay import Relay
+from keystore_service.gateway.sources import Sources
+from keystore_service.service.sealing import Sealer
+from keystore_service.settings import Settings
+
+
+@dataclass
+class Gateway:
+    sealer: Sealer
+    sources: Sources
+    ingest: Ingest
+    deliveries: Deliveries
+    forwarding: Forwarding
+    listen_url: Optional[str] = None  # PostgreSQL's libpq URL for the relay's LISTEN
+    relay: Optional[Relay] = None
+
+    def wake(self) -> bool:
+        """Wake this process's relay; True when it runs and has a free slot."""
+        return self.relay is not None and self.relay.wake()
+
+    def start_relay(self, settings: Settings, holder: Optional[str] = None) -> Relay:
+        self.relay = Relay(self.forwarding, settings.relay_concurrency, holder,
+                           self.listen_url).start()
+        return self.relay
