@@ -81,7 +81,7 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
                   # a row is needed while its session may live, plus an hour: instances'
                   # clocks may differ
                   SignIns(database, MAX_SESSION_SECONDS + 3600))
-    ks.jobs.also.append(ks.gateway.forwarding.events.drop_old_bodies)
+    ks.jobs.sweep_steps.append(ks.gateway.forwarding.events.drop_old_bodies)
     return ks
 
 

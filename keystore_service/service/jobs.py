@@ -37,8 +37,9 @@ class Jobs:
         self.keep_finished = keep_finished_seconds * domain.SECOND
         self.keep_unresolved = keep_unresolved_seconds * domain.SECOND
         self.keep_report_days = keep_report_days
-        # More work of the sweep, each `(cursor, now)` in its last transaction (bootstrap.build).
-        self.also: list[Callable] = []
+        # The sweep's further steps, each called `(cursor, now)` in its last transaction:
+        # work of other parts that bootstrap.build adds (the gateway's old bodies).
+        self.sweep_steps: list[Callable] = []
         self.maintenance = maintenance
 
     def reconcile(self, batch: int = BATCH, max_batches: int = 10_000) -> Counter:
@@ -105,8 +106,8 @@ class Jobs:
         with self.records.transaction() as cur:
             self.reports.forget_before(cur, oldest)
             self.maintenance.forget_kept(cur, now)
-            for also in self.also:  # e.g. the gateway's bodies kept past their time
-                also(cur, now)
+            for step in self.sweep_steps:  # e.g. the gateway's bodies kept past their time
+                step(cur, now)
         traces = self.service.traces
         if traces is not None:  # traces past their own window, in batches like records
             for _ in range(max_batches):
