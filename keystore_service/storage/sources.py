@@ -3,7 +3,7 @@ ingest id's hash. Secrets stay sealed here; the service opens them (sealing.py).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
+from dataclasses import MISSING, dataclass, fields
 from typing import Any, Optional
 
 from sqlalchemy import bindparam, func, null, or_, select, update
@@ -43,6 +43,12 @@ class Source:
     last_error_at: Optional[Micros]
     max_pause_seconds: int
     last_taken_at: Optional[Micros]
+    # migration 0011: an operator's pause, and the probe of a failing destination
+    operator_paused_at: Optional[Micros] = None
+    operator_paused_until: Optional[Micros] = None
+    pause_reason: Optional[str] = None
+    failing_since: Optional[Micros] = None
+    probe_at: Optional[Micros] = None
 
     @property
     def options(self) -> dict:
@@ -115,8 +121,10 @@ class SourceStore:
             V.kind == "fingerprint_mismatch").group_by(E.source_id), d)
 
     def create(self, cur: Any, **values: Any) -> Source:
-        """A new source; the caller's IntegrityError when the tenant has the name already."""
-        return Source(*self._add.one(cur, values))
+        """A new source (a field with a default may be left out); the caller's
+        IntegrityError when the tenant has the name already."""
+        defaults = {f.name: f.default for f in fields(Source) if f.default is not MISSING}
+        return Source(*self._add.one(cur, defaults | values))
 
     def named(self, tenant_id: int, name: str, cur: Any = None) -> Optional[Source]:
         row = self._one(self._by_name, {"tenant_id": tenant_id, "name": name}, cur)

@@ -291,6 +291,15 @@ hook_sources = Table(
     # or a hostile answer cannot stop a source for years).
     Column("max_pause_seconds", Integer, nullable=False, server_default="3600"),
     Column("last_taken_at", BigInteger, nullable=True),  # the take's round robin (events.py)
+    # An operator's pause (migration 0011): since when (null: not paused; its length is added
+    # to the retry windows when it ends), until when (null: until resumed) and why.
+    Column("operator_paused_at", BigInteger, nullable=True),
+    Column("operator_paused_until", BigInteger, nullable=True),
+    Column("pause_reason", Text, nullable=True),
+    # Recovery: since when the destination fails (null: it answers), and when the source's
+    # oldest waiting event is next tried whatever its backoff says (a probe).
+    Column("failing_since", BigInteger, nullable=True),
+    Column("probe_at", BigInteger, nullable=True),
     UniqueConstraint("tenant_id", "name"),
     CheckConstraint("state IN ('active', 'disabled')", name="state"),
     CheckConstraint("length(name) BETWEEN 1 AND 64", name="name_length"),
@@ -326,6 +335,7 @@ hook_events = Table(
     CheckConstraint(f"state <> '{DeliveryState.DELIVERING.value}' OR lease_until IS NOT NULL",
                     name="lease"),
     Index(None, "source_id", "state", "next_attempt_at"),  # a source's due events (take)
+    Index(None, "source_id", "state", "received_at"),  # a source's oldest queued (0011)
     Index(None, "tenant_id", "received_at"),
 )
 
