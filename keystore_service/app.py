@@ -44,8 +44,10 @@ def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock,
     _whole_bodies(app)  # then: everything after it sees a body of known length
     from keystore_service.web.api.api import authenticate, bp
     from keystore_service.web.api.gateway_api import inbound, v1
+    from keystore_service.web.api.issues_api import v1 as issues_v1
     app.register_blueprint(bp)
     app.register_blueprint(v1)
+    app.register_blueprint(issues_v1)
     app.register_blueprint(inbound)
     ui.init_app(app)
     _service_endpoints(app, keystore)
@@ -101,6 +103,7 @@ def _service_endpoints(app: Flask, keystore: Keystore) -> None:
     def prometheus():
         body = metrics.exposition(keystore.service.events.gauges, keystore.service.clock,
                                   keystore.settings.metrics_max_scopes)
+        body += keystore.gateway.alerts.gauges.exposition()  # issues and notices
         return Response(body, 200, mimetype="text/plain", headers={
             "Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 

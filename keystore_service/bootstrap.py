@@ -12,15 +12,20 @@ from typing import Any, Optional
 from requests.certs import where as ca_bundle
 
 from keystore_service import sealing_keys
+from keystore_service.gateway import mail
 from keystore_service.gateway.admission import Admission
+from keystore_service.gateway.alerts import Alerts, report_text
 from keystore_service.gateway.assembly import Gateway
+from keystore_service.gateway.channels import Channels
 from keystore_service.gateway.deliveries import Deliveries
 from keystore_service.gateway.destinations import Policy
 from keystore_service.gateway.forwarding import Forwarding
 from keystore_service.gateway.ingest import Ingest
+from keystore_service.gateway.issues import Issues
 from keystore_service.gateway.outbound import Outbound
 from keystore_service.gateway.sources import Sources
 from keystore_service.service import metrics
+from keystore_service.service.alert_metrics import AlertGauges
 from keystore_service.service.auth import Authenticator
 from keystore_service.service.batch import BatchClaims
 from keystore_service.service.claims import Clock, KeyStoreService, system_clock
@@ -31,8 +36,10 @@ from keystore_service.service.waiting import WaitSeats
 from keystore_service.settings import Settings
 from keystore_service.storage import db
 from keystore_service.storage.accounts import Accounts
+from keystore_service.storage.alerts import AlertStore
 from keystore_service.storage.events import HookStore
 from keystore_service.storage.gauges import Gauges
+from keystore_service.storage.issues import IssueStore
 from keystore_service.storage.maintenance import Maintenance
 from keystore_service.storage.oversight import Oversight
 from keystore_service.storage.ratelimit import RateLimiter
@@ -43,6 +50,7 @@ from keystore_service.storage.secrets import SecretStore
 from keystore_service.storage.sessions import SignIns
 from keystore_service.storage.sources import SourceStore
 from keystore_service.storage.traces import TraceStore
+from keystore_service.web.api.render import rfc3339
 from keystore_service.web.context import Keystore
 from keystore_service.web.ui.ui_session import MAX_SESSION_SECONDS, Sessions
 
@@ -82,6 +90,7 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
                   # clocks may differ
                   SignIns(database, MAX_SESSION_SECONDS + 3600))
     ks.jobs.sweep_steps.append(ks.gateway.forwarding.events.drop_old_bodies)
+    build_alerts(ks.gateway, settings, database, reports, clock)
     return ks
 
 
@@ -109,6 +118,21 @@ def build_gateway(settings: Settings, database: db.Database, records: RecordStor
     gateway = Gateway(sealer, Sources(sources, sealer, clock, outbound=outbound),
                       ingest, deliveries, forwarding, listen_url)
     return gateway
+
+
+def build_alerts(gateway: Gateway, settings: Settings, database: db.Database,
+                 reports: Reports, clock: Clock) -> None:
+    """Issues, channels and the notices' sender, on the gateway's sealer and outbound
+    client (the same address rules and deadline as forwards)."""
+    store = AlertStore(database)
+    smtp = mail.parse(settings.smtp_url.get_secret_value()) if settings.smtp_url else None
+    issues = IssueStore(database)
+    gateway.issues = Issues(issues, store, gateway.sealer, clock, rfc3339,
+                            settings.public_url or "")
+    gateway.channels = Channels(store, gateway.sealer, gateway.forwarding.outbound, clock,
+                                smtp is not None)
+    gateway.alerts = Alerts(gateway.issues, store, gateway.sealer, gateway.forwarding.outbound,
+                            clock, smtp, report_text(reports), AlertGauges(issues, store))
 
 
 def _repeat_counts(settings: Settings, records: RecordStore) -> Optional[RepeatCounts]:

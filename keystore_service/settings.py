@@ -106,6 +106,12 @@ class Settings(BaseSettings):
     # deliveries spend (issue 25, item 5); a sender with a wrong secret needs few 401s to
     # show it, and junk gets no more than this.
     hook_bad_signature_per_second: float = Field(10, ge=0, le=1_000_000)
+    # Issues and alerts (docs/operations.md, "Issues"): email channels are sent through
+    # smtp://[user:password@]host[:port][?starttls=true&from=ADDRESS] (smtps:// for TLS from
+    # the start); unset, email channels are refused. The watchers look every
+    # alert_watch_seconds (in each relay; the database decides between them), 0: never.
+    smtp_url: Optional[SecretStr] = None
+    alert_watch_seconds: float = Field(5, ge=0, le=3600)
     # Slow clients (issue 25, item 10): a request's line and headers must arrive within
     # header_timeout_seconds (of a new connection, or of the first byte of a kept-alive one's
     # next request), its body within body_timeout_seconds after that; slower connections
@@ -125,6 +131,13 @@ class Settings(BaseSettings):
         if not url.startswith(("sqlite:", "sqlite+pysqlite:", "postgresql:", "postgres:",
                                "postgresql+psycopg:")):
             raise ValueError("use sqlite:///PATH or postgresql://USER@HOST:PORT/DB")
+        return url
+
+    @field_validator("smtp_url")
+    @classmethod
+    def _smtp(cls, url: Optional[SecretStr]) -> Optional[SecretStr]:
+        if url is not None and not url.get_secret_value().startswith(("smtp://", "smtps://")):
+            raise ValueError("use smtp://[user:password@]host[:port][?starttls=true] or smtps://")
         return url
 
     @field_validator("forwarded_allow_ips")

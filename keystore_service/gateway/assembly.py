@@ -7,9 +7,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
+from keystore_service.gateway.alerts import AlertLoop, Alerts
+from keystore_service.gateway.channels import Channels
 from keystore_service.gateway.deliveries import Deliveries
 from keystore_service.gateway.forwarding import Forwarding
 from keystore_service.gateway.ingest import Ingest
+from keystore_service.gateway.issues import Issues
 from keystore_service.gateway.relay import Relay
 from keystore_service.gateway.sources import Sources
 from keystore_service.service.sealing import Sealer
@@ -25,6 +28,12 @@ class Gateway:
     forwarding: Forwarding
     listen_url: Optional[str] = None  # PostgreSQL's libpq URL for the relay's LISTEN
     relay: Optional[Relay] = None
+    # Issues and alerts (alerts.py): the watchers, the channels, the notices' sender and
+    # its loop, which runs beside the relay.
+    issues: Optional[Issues] = None
+    channels: Optional[Channels] = None
+    alerts: Optional[Alerts] = None
+    alert_loop: Optional[AlertLoop] = None
 
     def wake(self) -> bool:
         """Wake this process's relay; True when it runs and has a free slot."""
@@ -33,4 +42,8 @@ class Gateway:
     def start_relay(self, settings: Settings, holder: Optional[str] = None) -> Relay:
         self.relay = Relay(self.forwarding, settings.relay_concurrency, holder,
                            self.listen_url).start()
+        if self.alerts is not None:  # beside it, and stopped with it (Relay.stop)
+            relay = self.relay
+            self.alert_loop = self.alerts.start(settings.alert_watch_seconds,
+                                                alive=lambda: not relay._stop.is_set())
         return self.relay

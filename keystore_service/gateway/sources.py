@@ -82,7 +82,9 @@ class Sources:
                 max_in_flight=body.max_in_flight, keep_body_seconds=body.keep_body_seconds,
                 state="active", created_at=now, updated_at=now, paused_until=None,
                 last_error=None, last_error_at=None,
-                max_pause_seconds=body.max_pause_seconds, last_taken_at=None)
+                max_pause_seconds=body.max_pause_seconds, last_taken_at=None,
+                alert_after_seconds=body.alert_after_seconds,
+                backlog_alert_seconds=body.backlog_alert_seconds)
         return self._shown(source, Queue(0, 0, 0, None))
 
     def get(self, tenant_id: int, name: str) -> Shown:
@@ -124,7 +126,8 @@ class Sources:
             config["forward"] = _forward(dest)
             changes.update(destination_url=dest.url, timeout_seconds=dest.timeout_seconds)
         for name_ in ("ttl_seconds", "retry_window_seconds", "max_in_flight",
-                      "keep_body_seconds", "max_pause_seconds"):
+                      "keep_body_seconds", "max_pause_seconds", "alert_after_seconds",
+                      "backlog_alert_seconds"):
             if getattr(body, name_) is not None:
                 changes[name_] = getattr(body, name_)
         _check_ttl(changes.get("ttl_seconds", source.ttl_seconds),

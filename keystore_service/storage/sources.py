@@ -50,6 +50,9 @@ class Source:
     failing_since: Optional[Micros] = None
     probe_at: Optional[Micros] = None
 
+    # migration 0012: the thresholds of the source's issues
+    alert_after_seconds: int = 300
+    backlog_alert_seconds: int = 900
     @property
     def options(self) -> dict:
         """All the source's options: the provider's (`signature`, `event_id`) and the
@@ -81,7 +84,8 @@ class Queue:
 
 
 CHANGEABLE = ("sealed", "config", "destination_url", "timeout_seconds", "ttl_seconds",
-              "retry_window_seconds", "max_in_flight", "keep_body_seconds", "max_pause_seconds")
+              "retry_window_seconds", "max_in_flight", "keep_body_seconds", "max_pause_seconds",
+              "alert_after_seconds", "backlog_alert_seconds")
 
 
 class SourceStore:

@@ -300,12 +300,17 @@ hook_sources = Table(
     # oldest waiting event is next tried whatever its backoff says (a probe).
     Column("failing_since", BigInteger, nullable=True),
     Column("probe_at", BigInteger, nullable=True),
+    # 0012: failing this long opens delivery_failing, an oldest queued this old backlog
+    Column("alert_after_seconds", Integer, nullable=False, server_default="300"),
+    Column("backlog_alert_seconds", Integer, nullable=False, server_default="900"),
     UniqueConstraint("tenant_id", "name"),
     CheckConstraint("state IN ('active', 'disabled')", name="state"),
     CheckConstraint("length(name) BETWEEN 1 AND 64", name="name_length"),
     CheckConstraint("timeout_seconds BETWEEN 1 AND 60 AND max_in_flight >= 1 AND "
                     "ttl_seconds >= 1 AND retry_window_seconds >= 1", name="limits"),
     CheckConstraint("max_pause_seconds BETWEEN 1 AND 86400", name="pause_limit"),
+    CheckConstraint("alert_after_seconds BETWEEN 0 AND 86400", name="alert_after"),
+    CheckConstraint("backlog_alert_seconds BETWEEN 0 AND 604800", name="backlog_alert"),
 )
 
 # One accepted event per record (scope `hook:<source>`, key = the event id): its body and
@@ -397,3 +402,5 @@ kept_payloads = Table(
     Column("incarnation", Integer, nullable=False),
     Column("payload", Text, nullable=False),
 )
+
+import keystore_service.storage.alert_tables  # noqa: E402,F401 (issues and alerts' tables)

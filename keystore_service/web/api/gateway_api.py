@@ -119,6 +119,8 @@ def source_json(shown: Shown) -> dict:
 @v1.get("/deliveries")
 def list_deliveries():
     require_operator(g.principal)
+        "alert_after_seconds": s.alert_after_seconds,
+        "backlog_alert_seconds": s.backlog_alert_seconds,
     q = parsing.validate(gateway_schemas.DeliveriesQuery, request.args.to_dict())
     page, cursor = _ks().deliveries.list(g.principal.tenant_id, q.source, q.state, q.event_id,
                                          q.limit, q.cursor)

@@ -104,6 +104,12 @@ MAX_PAUSE = ("A 429 or 503 with Retry-After pauses the source's forwarding for a
 
 TTL = ("At least retry_window_seconds plus a day (86,400), else 400: a schema cannot compare "
        "two fields. Default: the provider's retry window or retry_window_seconds, whichever is "
+ALERT_AFTER = ("Forwards failing this long (0 to a day; 0: at once) open a delivery_failing "
+               "issue")
+BACKLOG_ALERT = ("An oldest queued event this old (0 to 7 days; 0: at once) opens a backlog "
+                 "issue")
+
+
        "longer, plus a day")
 
 
@@ -121,6 +127,8 @@ class SourceCreate(_Body):
     max_pause_seconds: Int(1, DAY) = Field(3600, description=MAX_PAUSE)
 
 
+    alert_after_seconds: Int(0, DAY) = Field(300, description=ALERT_AFTER)
+    backlog_alert_seconds: Int(0, 7 * DAY) = Field(900, description=BACKLOG_ALERT)
 # PATCH names a stored source: its provider's rules (SourceCreate_<provider>) apply, which
 # the schema of this request cannot know.
 BY_PROVIDER = ("Checked against the source's provider, as in its SourceCreate_<provider> "
@@ -143,6 +151,8 @@ class SourceChange(_Body):
     max_pause_seconds: Optional[Int(1, DAY)] = Field(None, description=MAX_PAUSE)
 
 
+    alert_after_seconds: Optional[Int(0, DAY)] = Field(None, description=ALERT_AFTER)
+    backlog_alert_seconds: Optional[Int(0, 7 * DAY)] = Field(None, description=BACKLOG_ALERT)
 class Redeliver(_Body):
     source: SourceName
     event_id: Key
@@ -230,6 +240,8 @@ class DeliveryOut(_Out):
 
 
 class DeliveriesResponse(_Out):
+    alert_after_seconds: int
+    backlog_alert_seconds: int
     deliveries: list[DeliveryOut]
     next_cursor: Optional[str]
 
