@@ -49,10 +49,10 @@ class Source:
     pause_reason: Optional[str] = None
     failing_since: Optional[Micros] = None
     probe_at: Optional[Micros] = None
-
     # migration 0012: the thresholds of the source's issues
     alert_after_seconds: int = 300
     backlog_alert_seconds: int = 900
+
     @property
     def options(self) -> dict:
         """All the source's options: the provider's (`signature`, `event_id`) and the

@@ -106,6 +106,8 @@ def source_json(shown: Shown) -> dict:
         "secrets": shown.secret_count, "ttl_seconds": s.ttl_seconds,
         "retry_window_seconds": s.retry_window_seconds, "max_in_flight": s.max_in_flight,
         "keep_body_seconds": s.keep_body_seconds, "max_pause_seconds": s.max_pause_seconds,
+        "alert_after_seconds": s.alert_after_seconds,
+        "backlog_alert_seconds": s.backlog_alert_seconds,
         "created_at": rfc3339(s.created_at),
         "updated_at": rfc3339(s.updated_at), "paused_until": rfc3339(s.paused_until),
         "last_error": s.last_error, "last_error_at": rfc3339(s.last_error_at),
@@ -119,8 +121,6 @@ def source_json(shown: Shown) -> dict:
 @v1.get("/deliveries")
 def list_deliveries():
     require_operator(g.principal)
-        "alert_after_seconds": s.alert_after_seconds,
-        "backlog_alert_seconds": s.backlog_alert_seconds,
     q = parsing.validate(gateway_schemas.DeliveriesQuery, request.args.to_dict())
     page, cursor = _ks().deliveries.list(g.principal.tenant_id, q.source, q.state, q.event_id,
                                          q.limit, q.cursor)

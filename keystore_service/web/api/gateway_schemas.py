@@ -102,14 +102,14 @@ MAX_PAUSE = ("A 429 or 503 with Retry-After pauses the source's forwarding for a
              "long (1 s to a day): a longer Retry-After is cut to it")
 
 
-TTL = ("At least retry_window_seconds plus a day (86,400), else 400: a schema cannot compare "
-       "two fields. Default: the provider's retry window or retry_window_seconds, whichever is "
 ALERT_AFTER = ("Forwards failing this long (0 to a day; 0: at once) open a delivery_failing "
                "issue")
 BACKLOG_ALERT = ("An oldest queued event this old (0 to 7 days; 0: at once) opens a backlog "
                  "issue")
 
 
+TTL = ("At least retry_window_seconds plus a day (86,400), else 400: a schema cannot compare "
+       "two fields. Default: the provider's retry window or retry_window_seconds, whichever is "
        "longer, plus a day")
 
 
@@ -125,10 +125,10 @@ class SourceCreate(_Body):
     max_in_flight: Int(1, 256) = 4
     keep_body_seconds: Int(0, 90 * DAY) = 7 * DAY
     max_pause_seconds: Int(1, DAY) = Field(3600, description=MAX_PAUSE)
-
-
     alert_after_seconds: Int(0, DAY) = Field(300, description=ALERT_AFTER)
     backlog_alert_seconds: Int(0, 7 * DAY) = Field(900, description=BACKLOG_ALERT)
+
+
 # PATCH names a stored source: its provider's rules (SourceCreate_<provider>) apply, which
 # the schema of this request cannot know.
 BY_PROVIDER = ("Checked against the source's provider, as in its SourceCreate_<provider> "
@@ -149,10 +149,10 @@ class SourceChange(_Body):
     max_in_flight: Optional[Int(1, 256)] = None
     keep_body_seconds: Optional[Int(0, 90 * DAY)] = None
     max_pause_seconds: Optional[Int(1, DAY)] = Field(None, description=MAX_PAUSE)
-
-
     alert_after_seconds: Optional[Int(0, DAY)] = Field(None, description=ALERT_AFTER)
     backlog_alert_seconds: Optional[Int(0, 7 * DAY)] = Field(None, description=BACKLOG_ALERT)
+
+
 class Redeliver(_Body):
     source: SourceName
     event_id: Key
@@ -204,6 +204,8 @@ class SourceOut(_Out):
     max_in_flight: int
     keep_body_seconds: int
     max_pause_seconds: int
+    alert_after_seconds: int
+    backlog_alert_seconds: int
     created_at: str
     updated_at: str
     paused_until: Optional[str]
@@ -240,8 +242,6 @@ class DeliveryOut(_Out):
 
 
 class DeliveriesResponse(_Out):
-    alert_after_seconds: int
-    backlog_alert_seconds: int
     deliveries: list[DeliveryOut]
     next_cursor: Optional[str]
 
