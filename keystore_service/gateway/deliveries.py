@@ -108,6 +108,44 @@ class Deliveries:
         return Delivery(source.name, again, [])
 
 
+    def retry(self, tenant_id: int, source_name: str, event_id: Optional[str] = None) -> int:
+        """Retry now: the queued event `event_id` (None: every queued event of the source)
+        is due at once, whatever its backoff (a pause still holds it: resume ends that);
+        how many of them are due now. NotFound for no such source or event; for an event
+        that is not queued, 409 with its state in details: in_progress while it is being
+        forwarded, already_completed once it was delivered or failed (redeliver it)."""
+        now = self.clock()
+        source = self.sources.named(tenant_id, source_name)
+        if source is None:
+            raise errors.NotFound(f"no source named {source_name!r}")
+        with self.events.transaction() as cur:
+            if event_id is None:
+                due = self.sources.retry_now(cur, source, None, now)
+            else:
+                event = self._event(cur, tenant_id, source, event_id)
+                due = self.sources.retry_now(cur, source, event.id, now)
+                if not due:
+                    raise _not_queued(self.events.by_id(cur, event.id) or event)
+        self.wake()
+        return due
+
+    def _event(self, cur, tenant_id: int, source: Source, event_id: str) -> Event:
+        record = self.records.get(tenant_id, rules.scope_of(source.name), event_id, cur)
+        event = self.events.of_record(cur, record.id) if record is not None else None
+        if event is None:
+            raise errors.NotFound("no such event of this source")
+        return event
+
+
+def _not_queued(event: Event) -> errors.KeystoreError:
+    """The refusal of a retry of an event that is not queued, with its state."""
+    details = {"state": event.state, "reason": "not_queued"}
+    if event.state == DeliveryState.DELIVERING:
+        return errors.InProgress("the event is being forwarded right now", details=details)
+    return errors.AlreadyCompleted(f"the event is {event.state}, not queued: redeliver it "
+                                   "to forward it again", details=details)
+
+
 def _encode(received_at: int, pk: int) -> str:
     return base64.urlsafe_b64encode(json.dumps([received_at, pk]).encode()).decode().rstrip("=")
 

@@ -23,7 +23,9 @@ from keystore_service.gateway.outbound import Outbound
 from keystore_service.gateway.providers import standard
 from keystore_service.gateway.rules import Outcome
 from keystore_service.service.sealing import Sealer
-from keystore_service.storage.events import Event, HookStore
+from keystore_service.storage import take
+from keystore_service.storage.events import Event, Health, HookStore
+from keystore_service.storage.pauses import PauseChanged
 from keystore_service.storage.records import RecordStore
 from keystore_service.storage.reviews import ReviewStore
 from keystore_service.storage.sources import Source, SourceStore
@@ -39,6 +41,14 @@ BROKEN = ("the source's secrets cannot be opened: KEYSTORE_SECRET_KEY lacks the 
 # storage/events.py) at the latest: time to write its end before another relay may take the
 # event over, so an event is never forwarded twice at once.
 LEASE_END_MARGIN_SECONDS = 5
+# Recovery (issue 27): a success after the destination failed this long makes every event of
+# the source waiting on a backoff due at once. Shorter runs are one event's refusals among
+# successes (a 500 for that event only), not an outage: without the bound, each success
+# would make that event due again, and it would be retried as often as the others succeed.
+RECOVERY_AFTER_SECONDS = 5
+# The errors of attempts that made no forward: they say nothing of the destination.
+NOT_TRIED = frozenset({PAUSED_PAST_WINDOW, "the body is no longer kept",
+                       "the lease ran out before the forward"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,9 +107,28 @@ class Forwarding:
         sources' max_in_flight): the relay then takes again as soon as a slot is free.
         With `ended` (the relay's sweep, once a second), also the events of paused sources
         whose retry window has ended: attempt() fails them without a forward."""
+        if ended:
+            self.end_pauses()
         taken, sources, left = self.events.take_due(holder, self.clock(), limit, ended)
         return [Job(e, Source(*sources[e.source_id]), self.tenant_name(e.tenant_id))
                 for e in taken], left
+
+    def end_pauses(self) -> int:
+        """Clear the operators' pauses that ended by themselves (their time added to the
+        waiting events' retry windows, storage/pauses.py); how many this relay cleared."""
+        now, cleared = self.clock(), 0
+        for sid, tenant_id, _, _ in self.sources.expired_pauses(now):
+            source = self.sources.by_id(sid)
+            if source is None or source.tenant_id != tenant_id or \
+                    source.operator_paused_until is None:
+                continue
+            try:
+                with self.sources.transaction() as cur:
+                    self.sources.end_pause(cur, source, source.operator_paused_until, now)
+                cleared += 1
+            except PauseChanged:  # another relay, or an operator, ended it first
+                pass
+        return cleared
 
     def attempt(self, job: Job) -> Result:
         """forward(), except for an event of a paused source (taken because its retry
@@ -183,23 +212,41 @@ class Forwarding:
                     out[job.event.id] = outcome
             last_error: dict[int, Optional[str]] = {}  # per source: its newest attempt's
             pauses: dict[int, Micros] = {}
+            health: dict[int, Health] = {}
             for job, result, outcome, _, after in plans:
                 if job.event.id in out:
                     sid = job.source.id
                     last_error[sid] = _reason(outcome, result)
                     if rules.pauses_source(result.status, after):
                         pauses[sid] = max(after, pauses.get(sid, after))
+                    self._health(health, job, outcome, result, now)
             # The sources' rows last and in order, as take_due locks them (after its
             # events): two relays' transactions cannot wait on each other in a cycle.
             steps.send([stmt for sid in sorted(last_error) for stmt in
                         self.events.source_changes(sid, last_error[sid], now,
-                                                   pauses.get(sid))], last=True)
+                                                   pauses.get(sid), health.get(sid))],
+                       last=True)
         if self.observed is not None:
             for job, result, *_ in plans:
                 if job.event.id in out:
                     self.observed.forward(job.tenant, job.source.name,
                                           out[job.event.id].value, result.duration_ms / 1000)
         return out
+
+    @staticmethod
+    def _health(health: dict[int, Health], job: Job, outcome: Outcome, result: Result,
+                now: Micros) -> None:
+        """What this attempt says of its source's destination, into `health` (by source):
+        a success ends a failing run (it wins over failures settled with it); a failure that
+        says the destination is down sets the next probe."""
+        sid = job.source.id
+        if outcome is Outcome.DELIVERED:
+            if job.source.failing_since is not None:  # the statement checks the row again
+                health[sid] = Health(job.source.tenant_id,
+                                     since=now - RECOVERY_AFTER_SECONDS * SECOND)
+        elif _down(outcome, result) and (sid not in health or health[sid].probe_at):
+            health[sid] = Health(job.source.tenant_id,
+                                 probe_at=now + take.PROBE_SECONDS * SECOND)
 
     def _settled(self, holder: str, now: Micros, job: Job, result: Result, outcome: Outcome,
                  next_at: Optional[Micros], _after: Optional[Micros]
@@ -225,7 +272,7 @@ class Forwarding:
         after = rules.retry_after(result.retry_after, now, job.source.max_pause_seconds)
         next_at = None
         if outcome is Outcome.RETRY:
-            end = rules.window_end(job.event.window_start, job.source.retry_window_seconds)
+            end = window_end(job.event, job.source)
             next_at = rules.next_attempt(job.event.attempts, now, after, end, self.random)
             if next_at is None:
                 outcome = Outcome.FAILED  # the next try would fall after the window
@@ -276,6 +323,29 @@ def _reason(outcome: Outcome, result: Result) -> Optional[str]:
         return None
     return result.error or f"HTTP {result.status}" + (
         "" if result.marked else " without the delivered header")
+
+
+def window_end(event: Event, source: Source) -> Micros:
+    """The end of the event's retry window, later by the part of the source's operator
+    pause (on, or ended and not cleared yet) that fell within it: a pause until resumed
+    holds it open (storage/pauses.py adds the pause's length when it is cleared)."""
+    end = rules.window_end(event.window_start, source.retry_window_seconds)
+    began, until = source.operator_paused_at, source.operator_paused_until
+    if began is None:
+        return end
+    if until is None:
+        return 2 ** 63 - 1
+    return end + max(0, until - max(began, event.window_start))
+
+
+def _down(outcome: Outcome, result: Result) -> bool:
+    """The attempt says the destination fails: no answer (a refused connection, a
+    timeout), or an answer that is retried or a 5xx."""
+    if outcome is Outcome.DELIVERED or result.error in NOT_TRIED:
+        return False
+    if result.status is None:
+        return not _final(result.error or "")
+    return outcome is Outcome.RETRY or result.status >= 500
 
 
 def _final(error: str) -> bool:

@@ -11,16 +11,21 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from keystore_service import errors
-from keystore_service.domain.records import Micros
+from keystore_service.domain.records import SECOND, Micros
 from keystore_service.gateway import destinations, providers
 from keystore_service.gateway.destinations import Policy
 from keystore_service.gateway.ingest import ingest_hash
 from keystore_service.gateway.outbound import Outbound
+from keystore_service.service.phases import AGAIN, Again, retry_on_conflict
 from keystore_service.service.sealing import Sealer, SourceBroken
+from keystore_service.storage.pauses import PauseChanged
 from keystore_service.storage.sources import Queue, Source, SourceStore
 
 DAY = 86_400
 NAME = re.compile(r"[a-z0-9_-]{1,64}")  # a source's name (web/api/gateway_schemas.SourceName)
+# An operator's pause ends within a year: a longer one is a typo (a year 2062) or a source to
+# disable; a pause without an end is the way to say "until I resume it".
+PAUSE_AHEAD_DAYS = 366
 INGEST_ID_BYTES = 32  # 43 random URL-safe characters (docs/webhooks/README.md, "Security model")
 
 
@@ -43,6 +48,27 @@ class Shown:
     has_destination_secret: Optional[bool]
     queue: Queue
     health: str = "ok"  # "ok" | "failing" (its newest forward failed) | "broken"
+    paused: Optional[Paused] = None  # None: it forwards
+
+
+@dataclass(frozen=True, slots=True)
+class Paused:
+    """A source's pause as shown: `by` "operator" (POST .../pause) or "destination" (a 429
+    or 503 with Retry-After); `until` None: until resumed; `reason` the operator's words or
+    the destination's answer. An operator's pause is shown first when both are on."""
+
+    by: str
+    until: Optional[Micros]
+    reason: Optional[str]
+
+
+def paused_of(source: Source, now: Micros) -> Optional[Paused]:
+    began, until = source.operator_paused_at, source.operator_paused_until
+    if began is not None and (until is None or until > now):
+        return Paused("operator", until, source.pause_reason)
+    if source.paused_until is not None and source.paused_until > now:
+        return Paused("destination", source.paused_until, source.last_error)
+    return None
 
 
 class Sources:
@@ -138,12 +164,41 @@ class Sources:
         return self.get(tenant_id, name)
 
     def resume(self, tenant_id: int, name: str) -> Shown:
-        """End the source's pause (a destination's Retry-After), whatever its end: its
-        waiting events are due at once. A source that is not paused is left as it is."""
-        source = self._named(tenant_id, name)
-        with self.store.transaction() as cur:
-            self.store.resume(cur, source, self.clock())
+        """End the source's pauses, an operator's (its time does not count toward the
+        retry windows of the events it held) and a destination's (its waiting events are
+        due at once), whatever their end. A source that is not paused is left as it is."""
+        self._paused(tenant_id, name, lambda cur, source, now: self.store.resume(
+            cur, source, now))
         return self.get(tenant_id, name)
+
+    def pause(self, tenant_id: int, name: str, until: Optional[Micros],
+              reason: Optional[str]) -> Shown:
+        """An operator's pause until `until` (None: until resumed), or a new end and
+        reason for the one on. Events are still accepted; none is forwarded, none fails
+        meanwhile. InvalidRequest for an end not in the future or over a year ahead."""
+        now = self.clock()
+        if until is not None and not now < until <= now + PAUSE_AHEAD_DAYS * DAY * SECOND:
+            raise errors.InvalidRequest(
+                f"until is in the future and at most {PAUSE_AHEAD_DAYS} days ahead (or "
+                "absent: paused until resumed)", details={"field": "until"})
+        self._paused(tenant_id, name, lambda cur, source, now: self.store.pause(
+            cur, source, now, until, reason))
+        return self.get(tenant_id, name)
+
+    def _paused(self, tenant_id: int, name: str, step: Callable[[Any, Source, Micros], None]
+                ) -> None:
+        """`step` in a transaction on the source as it is now; read and done again when
+        another writer ended its pause meanwhile (PauseChanged: rolled back, so the pause's
+        time is added to the windows once)."""
+        def round_() -> Optional[Again]:
+            source = self._named(tenant_id, name)
+            try:
+                with self.store.transaction() as cur:
+                    step(cur, source, self.clock())
+            except PauseChanged:
+                return AGAIN
+            return None
+        retry_on_conflict(round_, "the source's pause kept changing; try again")
 
     def disable(self, tenant_id: int, name: str) -> Shown:
         source = self._named(tenant_id, name)
@@ -182,11 +237,13 @@ class Sources:
         try:
             sealed = self.sealer.open(source.sealed)
         except ValueError:  # shown as broken; the list never fails for one source
-            return Shown(source, None, None, [], None, queue, "broken")
+            return Shown(source, None, None, [], None, queue, "broken",
+                         paused_of(source, self.clock()))
         return Shown(source, sealed["ingest_id"], len(sealed["secrets"]),
                      sorted(sealed.get("headers") or {}),
                      bool(sealed.get("destination_secret")), queue,
-                     "failing" if source.last_error else "ok")
+                     "failing" if source.last_error else "ok",
+                     paused_of(source, self.clock()))
 
     def _provider(self, name: str) -> providers.Provider:
         if name not in providers.names():

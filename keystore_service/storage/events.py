@@ -44,6 +44,17 @@ class Event:
 
 
 @dataclass(frozen=True, slots=True)
+class Health:
+    """What an attempt says of its source's destination (HookStore.source_changes): it
+    fails (`probe_at`: the next probe), or it answered after failing (`since`: a run of
+    failures begun at this time or earlier was an outage, whose waiting events are due)."""
+
+    tenant_id: int
+    probe_at: Optional[Micros] = None
+    since: Optional[Micros] = None
+
+
+@dataclass(frozen=True, slots=True)
 class Attempt:
     id: int
     event_pk: int
@@ -96,6 +107,23 @@ class HookStore:
         self._error_cleared = Sql(update(hook_sources).where(
             S.id == bindparam("sid"), S.last_error.is_not(None)).values(
             last_error=null(), last_error_at=null()), d)
+        # Recovery (issue 27): a failed forward that says the destination is down marks the
+        # source failing (since its first such failure) and sets its next probe; the success
+        # that ends a failing run at least `since` long makes its waiting events due at once.
+        sid, tid = bindparam("sid"), bindparam("tid")
+        self._failing = Sql(update(hook_sources).where(S.id == sid, S.tenant_id == tid).values(
+            last_error=bindparam("error"), last_error_at=bindparam("now"),
+            failing_since=func.coalesce(S.failing_since, bindparam("now")),
+            probe_at=bindparam("probe_at")), d)
+        self._recover = Sql(update(hook_events).where(
+            E.tenant_id == tid, E.source_id == sid, E.state == Q.QUEUED.value,
+            E.next_attempt_at > bindparam("now"),
+            select(S.id).where(S.id == sid, S.tenant_id == tid,
+                               S.failing_since <= bindparam("since")).exists())
+            .values(next_attempt_at=bindparam("now")), d)
+        self._recovered = Sql(update(hook_sources).where(
+            S.id == sid, S.tenant_id == tid, S.failing_since.is_not(None)).values(
+            last_error=null(), last_error_at=null(), failing_since=null(), probe_at=null()), d)
         self._pause = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             paused_until=func.max(func.coalesce(S.paused_until, 0), bindparam("until"))
             if db.sqlite else func.greatest(func.coalesce(S.paused_until, 0),
@@ -201,12 +229,20 @@ class HookStore:
                                 "error": error, "answer": answer})
 
     def source_changes(self, source_id: int, error: Optional[str], now: Micros,
-                       pause_until: Optional[Micros]) -> list[tuple[Sql, dict]]:
+                       pause_until: Optional[Micros], health: Optional[Health] = None
+                       ) -> list[tuple[Sql, dict]]:
         """The source's last error after an attempt (None: cleared, and its row touched
-        only if it has one) and its pause (a 429/503 with Retry-After), as statements to
-        send (Database.steps)."""
+        only if it has one), its failing run and probe or its recovery (`health`), and its
+        pause (a 429/503 with Retry-After), as statements to send (Database.steps)."""
         out = [(self._error_cleared, {"sid": source_id}) if error is None else
                (self._error, {"sid": source_id, "error": error, "now": now})]
+        if health is not None:
+            params = {"sid": source_id, "tid": health.tenant_id, "now": now,
+                      "error": error, "probe_at": health.probe_at, "since": health.since}
+            if health.probe_at is not None:  # the destination fails
+                out = [(self._failing, params)]
+            else:  # recovered: the events first, then the source's row (the take's order)
+                out = [(self._recover, params), (self._recovered, params), *out]
         if pause_until is not None:
             out.append((self._pause, {"sid": source_id, "until": pause_until}))
         return out

@@ -6,11 +6,12 @@ import json
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Optional
 
-from sqlalchemy import bindparam, func, null, or_, select, update
+from sqlalchemy import bindparam, func, null, select, update
 
 from keystore_service.domain.deliveries import DeliveryState as Q
 from keystore_service.domain.records import Micros
 from keystore_service.storage.db import Database
+from keystore_service.storage.pauses import PauseChanged, PauseSql
 from keystore_service.storage.sql import Sql
 from keystore_service.storage.tables import hook_events, hook_sources, reviews
 
@@ -112,12 +113,7 @@ class SourceStore:
             .values(next_attempt_at=bindparam("now")), d)
         self._state = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             state=bindparam("state"), updated_at=bindparam("now")), d)
-        self._queues = Sql(select(
-            E.source_id, E.state, func.count(), func.min(E.received_at),
-            func.min(E.next_attempt_at)).where(
-            E.tenant_id == bindparam("tenant_id"),
-            or_(*(E.state == s.value for s in (Q.QUEUED, Q.DELIVERING, Q.FAILED))))
-            .group_by(E.source_id, E.state), d)
+        self._p = PauseSql(d)  # an operator's pause, retry now, the queues (pauses.py)
         # from the tenant's open reviews (few) to their events, by the events' record_id
         self._held = Sql(select(E.source_id, func.count()).select_from(
             reviews.join(hook_events, E.record_id == V.record_id)).where(
@@ -151,11 +147,52 @@ class SourceStore:
             self._change[name].run(cur, {"sid": source.id, name: value, "now": now})
 
     def resume(self, cur: Any, source: Source, now: Micros) -> None:
-        """End the source's pause; its queued events that waited for it are due now."""
-        if source.paused_until is None:
-            return
-        self._resume.run(cur, {"sid": source.id})
-        self._waited.run(cur, {"sid": source.id, "now": now, "until": source.paused_until})
+        """End the source's pauses, the operator's (its time added to the waiting events'
+        retry windows; PauseChanged when another writer ended it first) and the
+        destination's (its queued events that waited for it are due now)."""
+        if source.operator_paused_at is not None:
+            until = source.operator_paused_until
+            self.end_pause(cur, source, now if until is None else min(until, now), now)
+        if source.paused_until is not None:
+            self._waited.run(cur, {"sid": source.id, "now": now, "until": source.paused_until})
+            self._resume.run(cur, {"sid": source.id})
+
+    def pause(self, cur: Any, source: Source, now: Micros, until: Optional[Micros],
+              reason: Optional[str]) -> None:
+        """An operator's pause until `until` (None: until resumed), or its new end and
+        reason if one is on; one that ended by itself is cleared first (end_pause)."""
+        ended = source.operator_paused_until
+        if source.operator_paused_at is not None and ended is not None and ended <= now:
+            self.end_pause(cur, source, ended, now)
+        self._p.start.run(cur, {"sid": source.id, "tid": source.tenant_id, "now": now,
+                                "until": until, "reason": reason})
+
+    def end_pause(self, cur: Any, source: Source, end: Micros, now: Micros) -> None:
+        """Clear the operator's pause read in `source` (begun at operator_paused_at, over at
+        `end`) and move the retry windows of the events it held on by its length;
+        PauseChanged (roll back) when another writer ended it first."""
+        params = {"sid": source.id, "tid": source.tenant_id,
+                  "started": source.operator_paused_at, "end": end, "now": now}
+        self._p.shift.run(cur, params)
+        if self._p.end.one(cur, params) is None:
+            raise PauseChanged()
+
+    def expired_pauses(self, now: Micros) -> list[tuple[int, int, Micros, Micros]]:
+        """Every tenant's operator pauses that ended by themselves and are not cleared yet:
+        (source id, tenant id, began, ended)."""
+        with self.db.connection() as cur:
+            return [tuple(row) for row in self._p.expired.all(cur, {"now": now})]
+
+    def retry_now(self, cur: Any, source: Source, event_pk: Optional[int],
+                  now: Micros) -> int:
+        """The queued event `event_pk` (None: every queued event of the source) due now,
+        whatever its backoff; how many of the source's queued events are due now (of the
+        one event: 1 when it is queued, else 0)."""
+        params = {"sid": source.id, "tid": source.tenant_id, "now": now, "eid": event_pk}
+        if event_pk is not None:
+            return 0 if self._p.retry_one.one(cur, params) is None else 1
+        self._p.retry_all.run(cur, params)
+        return self._p.due.one(cur, params)[0]
 
     def set_state(self, cur: Any, source: Source, state: str, now: Micros) -> None:
         self._state.run(cur, {"sid": source.id, "state": state, "now": now})
@@ -170,11 +207,11 @@ class SourceStore:
                                                  "oldest": None, "held": 0, "next": None})
         params = {"tenant_id": tenant_id}
         with self.db.connection() as cur:
-            for source_id, state, n, oldest, next_at in self._queues.all(cur, params):
-                c = of(source_id)
-                c[state] = n
-                if state == Q.QUEUED:
-                    c["oldest"], c["next"] = oldest, next_at
+            for source_id, queued, delivering, failed, oldest, next_at in \
+                    self._p.queues.all(cur, params):
+                if queued or delivering or failed:
+                    of(source_id).update(queued=queued, delivering=delivering, failed=failed,
+                                         oldest=oldest, next=next_at)
             for source_id, n in self._held.all(cur, params):
                 of(source_id)["held"] = n
         return {sid: Queue(c["queued"], c["delivering"], c["failed"], c["oldest"], c["held"],

@@ -13,10 +13,16 @@ candidates (per source, an index scan of its own due events that stops at its ro
 locked SKIP LOCKED), then the sources' rows locked, the choice and the lease with the
 COMMIT. SQLite runs the same steps one by one under its write lock.
 
-Candidates are of three kinds, in this order within a source: 0 an attempt whose lease ran
+Candidates are of four kinds, in this order within a source: 0 an attempt whose lease ran
 out (overdue: taken over as the next attempt), 1 a queued event that is due, 2 a queued
-event of a *paused* source whose retry window has ended (only when the caller sweeps for
-them, about once a second: it is then failed without a forward, gateway/forwarding.py)."""
+event of a source *paused by its destination* whose retry window has ended (only when the
+caller sweeps for them, about once a second: it is then failed without a forward,
+gateway/forwarding.py; an operator's pause never fails an event: storage/pauses.py), 3 a
+probe (issue 27): the oldest queued event of a source whose destination fails and that was
+not tried for PROBE_SECONDS, whatever its backoff (also only in the sweep).
+
+A source is paused while its destination's pause (`paused_until`) or an operator's
+(`operator_paused_at`, until `operator_paused_until` if set) is on."""
 from __future__ import annotations
 
 import json
@@ -31,13 +37,18 @@ from keystore_service.storage.sql import Sql
 from keystore_service.storage.tables import hook_events, hook_sources
 
 LEASE_MARGIN_SECONDS = 15  # an attempt's lease: the destination's timeout + this (contract)
-EXPIRED, DUE, ENDED = 0, 1, 2  # the kinds of candidates
+EXPIRED, DUE, ENDED, PROBE = 0, 1, 2, 3  # the kinds of candidates
+# The contract's probe: a failing destination is tried at least this often (a module
+# constant that tests shorten; read at each take).
+PROBE_SECONDS = 30
 # The two states the take reads and writes, as SQL literals of their stored strings.
 _QUEUED, _DELIVERING = (f"'{s.value}'" for s in (DeliveryState.QUEUED, DeliveryState.DELIVERING))
 
 _IN_FLIGHT = f"""(SELECT count(*) FROM hook_events d WHERE d.source_id = s.id
                    AND d.state = {_DELIVERING} AND d.lease_until > :now)"""
-_PAUSED = "(s.paused_until IS NOT NULL AND s.paused_until > :now)"
+_HELD_OFF = "(s.paused_until IS NOT NULL AND s.paused_until > :now)"  # by the destination
+_PAUSED = (f"({_HELD_OFF} OR (s.operator_paused_at IS NOT NULL AND "
+           "(s.operator_paused_until IS NULL OR s.operator_paused_until > :now)))")
 # Per kind: the condition on an event of source s, its order, and the condition on s.
 _KINDS = {
     EXPIRED: (f"e.state = {_DELIVERING} AND e.lease_until <= :now", "e.lease_until",
@@ -46,15 +57,21 @@ _KINDS = {
           f"NOT {_PAUSED}"),
     ENDED: (f"e.state = {_QUEUED} AND e.next_attempt_at <= :now AND "
             f"e.window_start <= :now - s.retry_window_seconds * {SECOND}", "e.next_attempt_at",
-            _PAUSED),
+            f"{_HELD_OFF} AND s.operator_paused_at IS NULL"),
+    PROBE: (f"e.state = {_QUEUED} AND e.next_attempt_at > :now", "e.received_at",
+            f"NOT {_PAUSED} AND s.failing_since IS NOT NULL AND s.probe_at <= :now"),
 }
+# How many candidates of a kind a source offers: its room, all of :n (ENDED: no forward),
+# or one (PROBE).
+_LIMITS = {ENDED: (":n", ":n"), PROBE: ("0", "1")}
 
 
 def _candidates_pg(kind: int) -> str:
     """Each source's oldest events of `kind`, at most its room + 1 of them (the one more
     tells that some were left behind), locked; rows (event id, source id, kind, order)."""
     where, order, of_source = _KINDS[kind]
-    limit = ":n" if kind == ENDED else f"LEAST(:n, GREATEST(0, s.max_in_flight - {_IN_FLIGHT}))"
+    limit = _LIMITS[kind][0] if kind in _LIMITS else \
+        f"LEAST(:n, GREATEST(0, s.max_in_flight - {_IN_FLIGHT}))"
     return f"""
         SELECT f.id, s.id, {kind}, f.ord FROM hook_sources s
         CROSS JOIN LATERAL (
@@ -73,7 +90,7 @@ def _candidates_sqlite(kind: int) -> str:
         SELECT e.id, e.source_id, {kind}, {order} FROM hook_sources s
         JOIN hook_events e ON e.id IN (
             SELECT e.id FROM hook_events e WHERE e.source_id = s.id AND {where}
-            ORDER BY {order}, e.id LIMIT :n)
+            ORDER BY {order}, e.id LIMIT {_LIMITS.get(kind, (0, ":n"))[1]})
         WHERE {of_source}"""
 
 
@@ -107,7 +124,9 @@ _LEASE = f"""
                               + {LEASE_MARGIN_SECONDS}) * {SECOND}
     WHERE id {{chosen}}
     RETURNING {{returning}}"""
-_TOUCH = "UPDATE hook_sources SET last_taken_at = :now WHERE id {sids}"
+# A source served: its turn, and (if it is failing) its next probe, since it is tried now.
+_TOUCH = ("UPDATE hook_sources SET last_taken_at = :now, probe_at = CASE WHEN probe_at <= "
+          ":now THEN :probe_at ELSE probe_at END WHERE id {sids}")
 _PG = {
     "sources": f"SELECT {_SOURCE_COLUMNS} FROM hook_sources "
                "WHERE id = ANY(CAST(:sids AS integer[])) ORDER BY id FOR NO KEY UPDATE",
@@ -139,7 +158,8 @@ class Take:
     def __init__(self, dialect: Dialect, sqlite: bool):
         self.sqlite = sqlite
         made = _candidates_sqlite if sqlite else _candidates_pg
-        self.candidates = {k: Sql(text(made(k)), dialect) for k in (EXPIRED, DUE, ENDED)}
+        self.candidates = {k: Sql(text(made(k)), dialect)
+                           for k in (EXPIRED, DUE, ENDED, PROBE)}
         sql = _SQLITE if sqlite else _PG
         self.sources = Sql(text(sql["sources"]), dialect)
         self.lease = Sql(text(sql["lease"]), dialect)
@@ -149,20 +169,22 @@ class Take:
             ) -> tuple[list[tuple], list[tuple], int]:
         """In the caller's Database.steps: the sources' rows, the leased events' rows, and
         how many candidates there were."""
-        kinds = (EXPIRED, DUE, ENDED) if ended else (EXPIRED, DUE)
+        kinds = (EXPIRED, DUE, ENDED, PROBE) if ended else (EXPIRED, DUE)
         params = {"now": now, "n": limit}
         found = steps.send([(self.candidates[k], params) for k in kinds])
         candidates = [list(row) for rows in found for row in rows]
         if not candidates:
             return [], [], 0
         sids = sorted({row[1] for row in candidates})
+        probe_at = now + PROBE_SECONDS * SECOND
         lease = (self.lease, {"c": json.dumps(candidates), "now": now, "n": limit,
-                              "holder": holder})
+                              "holder": holder, "probe_at": probe_at})
         locked = (self.sources, {"sids": json.dumps(sids) if self.sqlite else sids})
         if self.touch is None:
             sources, leased = steps.send([locked, lease], last=True)
         else:
             sources, leased = steps.send([locked, lease])
             served = sorted({row[2] for row in leased})  # hook_events' source_id
-            steps.send([(self.touch, {"now": now, "sids": json.dumps(served)})], last=True)
+            steps.send([(self.touch, {"now": now, "sids": json.dumps(served),
+                                      "probe_at": probe_at})], last=True)
         return sources, leased, len(candidates)

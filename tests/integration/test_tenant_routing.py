@@ -53,6 +53,8 @@ MAINTENANCE = {
     "Maintenance.*": "the sweep and the reconciler: every tenant's expired records and stale "
                      "leases, in bounded batches",
     "Take.*": "the relay's fair take: due events of every source, round robin",
+    "PauseSql.expired": "the relay's sweep: every tenant's operator pauses that ended by "
+                        "themselves, to clear them (gateway/forwarding.end_pauses)",
     "HookStore._drop": "upkeep: bodies past their source's keep_body_seconds, every source",
     "SignIns._purge": "upkeep: sign-ins past their lifetime, every tenant",
     "CheckStore._sealed": "the sealing check: any one source's sealed secret, whichever "

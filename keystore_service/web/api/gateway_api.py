@@ -3,12 +3,15 @@ signature is the credential), and the operators' /v1/sources and /v1/deliveries.
 the gateway, render; nothing else lives here."""
 from __future__ import annotations
 
+from typing import Optional
+
 from flask import Blueprint, current_app, g, request
 
 from keystore_service import errors
+from keystore_service.domain import versions
 from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.gateway.deliveries import Delivery
-from keystore_service.gateway.sources import Shown
+from keystore_service.gateway.sources import Paused, Shown
 from keystore_service.service.auth import require_operator
 from keystore_service.web.api import bodies, gateway_schemas, parsing
 from keystore_service.web.api.render import respond, rfc3339
@@ -78,6 +81,16 @@ def resume_source(name: str):
     return respond({"source": source_json(shown)})
 
 
+@v1.post("/sources/<name>/pause")
+def pause_source(name: str):
+    require_operator(g.principal)
+    body = parsing.body(gateway_schemas.Pause) if request.get_data(cache=True) else \
+        gateway_schemas.Pause()  # no body: paused until resumed, no reason
+    until = versions.parse(body.until)[1] if body.until is not None else None
+    shown = _ks().sources.pause(g.principal.tenant_id, name, until, body.reason)
+    return respond({"source": source_json(shown)})
+
+
 @v1.delete("/sources/<name>")
 def disable_source(name: str):
     require_operator(g.principal)
@@ -111,9 +124,17 @@ def source_json(shown: Shown) -> dict:
         "created_at": rfc3339(s.created_at),
         "updated_at": rfc3339(s.updated_at), "paused_until": rfc3339(s.paused_until),
         "last_error": s.last_error, "last_error_at": rfc3339(s.last_error_at),
-        "queue": {"queued": q.queued, "delivering": q.delivering, "failed": q.failed,
-                  "oldest_queued_at": rfc3339(q.oldest_queued_at)},
+        "paused": paused_json(shown.paused),
+        "queue": {"queued": q.queued, "delivering": q.delivering, "held": q.held,
+                  "failed": q.failed, "oldest_queued_at": rfc3339(q.oldest_queued_at),
+                  "next_attempt_at": rfc3339(q.next_attempt_at)},
     }
+
+
+def paused_json(paused: Optional[Paused]) -> Optional[dict]:
+    if paused is None:
+        return None
+    return {"by": paused.by, "until": rfc3339(paused.until), "reason": paused.reason}
 
 
 # --- deliveries ---------------------------------------------------------------------------
@@ -134,6 +155,14 @@ def redeliver():
     done = _ks().deliveries.redeliver(g.principal.tenant_id, body.source, body.event_id,
                                       body.force)
     return respond({"delivery": delivery_json(done)}, 202)
+
+
+@v1.post("/deliveries/retry")
+def retry_now():
+    require_operator(g.principal)
+    body = parsing.body(gateway_schemas.Retry)
+    due = _ks().deliveries.retry(g.principal.tenant_id, body.source, body.event_id)
+    return respond({"due": due}, 202)
 
 
 def delivery_json(d: Delivery) -> dict:

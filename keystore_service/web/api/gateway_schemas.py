@@ -6,6 +6,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
+from keystore_service.domain import versions
 from keystore_service.domain.deliveries import DELIVERY_STATES
 from keystore_service.gateway import providers
 from keystore_service.gateway.providers import standard
@@ -14,6 +15,7 @@ from keystore_service.web.api.queries import Cursor, QueryInt
 from keystore_service.web.api.schemas import Int, Key, Text, _Body, _Out
 
 DAY = 86_400
+MAX_REASON = 256  # a pause's reason, in code points: a sentence, not a document
 SourceName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,64}$"), Field(
     description="1-64 of a-z 0-9 _ -, unique per tenant (a disabled source keeps its name): "
                 "a name the tenant has already is refused with 400")]
@@ -159,6 +161,30 @@ class Redeliver(_Body):
     force: bool = False
 
 
+class Retry(_Body):
+    """Retry now: the queued event (or, without event_id, every queued event of the
+    source) is due at once, whatever its backoff."""
+
+    source: SourceName
+    event_id: Optional[Key] = None
+
+
+def _instant(value: str) -> str:
+    kind, _ = versions.parse(value)  # RFC 3339 with a zone, ASCII digits, a real date
+    if kind != versions.TIME:
+        raise ValueError("an RFC 3339 timestamp with Z or an offset")
+    return value
+
+
+class Pause(_Body):
+    until: Optional[Annotated[str, AfterValidator(_instant), Field(json_schema_extra={
+        "format": "date-time"})]] = Field(None, description=(
+            "RFC 3339 with Z or an offset, in the future and at most a year ahead (else 400: "
+            "a schema cannot know the time). Absent or null: paused until resumed"))
+    reason: Optional[Text(1, MAX_REASON)] = Field(None, description=(
+        "Why, for the other operators (shown on the page and in GET /v1/sources)"))
+
+
 class DeliveriesQuery(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
     source: Optional[SourceName] = None
@@ -182,8 +208,18 @@ class DestinationOut(_Out):
 class QueueOut(_Out):
     queued: int
     delivering: int
+    held: int = Field(description="events with a changed body held for a person (a review)")
     failed: int
     oldest_queued_at: Optional[str]
+    next_attempt_at: Optional[str] = Field(description=(
+        "the earliest next attempt of the queued events (a pause holds them past it)"))
+
+
+class PausedOut(_Out):
+    by: Literal["operator", "destination"]
+    until: Optional[str] = Field(description="null: until resumed (an operator's pause)")
+    reason: Optional[str] = Field(description=(
+        "the operator's reason, or the destination's answer (e.g. HTTP 503)"))
 
 
 class SourceOut(_Out):
@@ -211,6 +247,7 @@ class SourceOut(_Out):
     paused_until: Optional[str]
     last_error: Optional[str]
     last_error_at: Optional[str]
+    paused: Optional[PausedOut] = Field(description="null when the source forwards")
     queue: QueueOut
 
 
@@ -248,6 +285,10 @@ class DeliveriesResponse(_Out):
 
 class DeliveryResponse(_Out):
     delivery: DeliveryOut
+
+
+class RetryAnswer(_Out):
+    due: int = Field(description="how many of the source's queued events are due now")
 
 
 class IngestAnswer(_Out):

@@ -157,7 +157,8 @@ def document() -> dict:
 
 
 GATEWAY_MODELS = [hs.SourceCreate, hs.SourceChange, hs.SourceResponse, hs.SourcesResponse,
-                  hs.Redeliver, hs.DeliveriesResponse, hs.DeliveryResponse, hs.IngestAnswer]
+                  hs.Redeliver, hs.DeliveriesResponse, hs.DeliveryResponse, hs.IngestAnswer,
+                  hs.Pause, hs.Retry, hs.RetryAnswer]
 
 
 def _body_of(model: type[BaseModel]) -> dict:
@@ -191,6 +192,19 @@ def _gateway() -> dict:
             "summary": "End the source's pause (a destination's Retry-After): its waiting "
                        "events are due at once (operator)",
             "parameters": name, "responses": one}},
+        "/v1/sources/{name}/pause": {"post": {
+            "summary": "Pause the source's forwarding (operator): events are still accepted, "
+                       "none is forwarded, none fails; resume ends it",
+            "parameters": name, "requestBody": {**_body_of(hs.Pause), "required": False},
+            "responses": {**one, **_errors("413")}}},
+        "/v1/deliveries/retry": {"post": {
+            "summary": "Retry now: a queued event, or every queued event of a source, is due "
+                       "at once whatever its backoff (operator)",
+            "requestBody": _body_of(hs.Retry),
+            "responses": {"202": _json(hs.RetryAnswer, "due now"), **op, **_errors("413"),
+                          "404": _json(schemas.ErrorResponse, "no such source or event"),
+                          "409": _json(schemas.ErrorResponse, "the event is not queued: "
+                                       "in_progress or already_completed, with its state")}}},
         "/v1/deliveries": {"get": {
             "summary": "Deliveries of the tenant's sources, newest first (operator)",
             "parameters": _query(hs.DeliveriesQuery),
@@ -229,6 +243,8 @@ OPERATION_IDS = {("/v1/claim", "post"): "claim", ("/v1/claim/batch", "post"): "c
                  ("/v1/sources/{name}", "patch"): "changeSource",
                  ("/v1/sources/{name}", "delete"): "disableSource",
                  ("/v1/sources/{name}/resume", "post"): "resumeSource",
+                 ("/v1/sources/{name}/pause", "post"): "pauseSource",
+                 ("/v1/deliveries/retry", "post"): "retryNow",
                  ("/v1/deliveries", "get"): "listDeliveries",
                  ("/v1/deliveries/redeliver", "post"): "redeliver",
                  ("/hooks/{ingest_id}", "post"): "ingest",
