@@ -90,15 +90,25 @@ class Generic:
     signature_prefix: str
     event_id_header: Optional[str]
     event_id_json: tuple[str, ...]
+    event_type_header: Optional[str] = None
+    event_type_json: Optional[str] = None
 
     def body(self) -> dict[str, Any]:
-        """The body's "signature" (None: unsigned) and "event_id"."""
+        """The body's "signature" (None: unsigned), "event_id" and, when given,
+        "event_type"; raises click.UsageError for both event-type options at once."""
         signature = None if self.signature_header is None else {
             "header": self.signature_header, "algorithm": self.signature_algorithm,
             "encoding": self.signature_encoding, "prefix": self.signature_prefix}
         event_id = ({"header": self.event_id_header} if self.event_id_header else
                     {"json": list(self.event_id_json)})
-        return {"signature": signature, "event_id": event_id}
+        out = {"signature": signature, "event_id": event_id}
+        if self.event_type_header and self.event_type_json:
+            raise click.UsageError("give --event-type-header or --event-type-json, not both")
+        if self.event_type_header:
+            out["event_type"] = {"header": self.event_type_header}
+        elif self.event_type_json:
+            out["event_type"] = {"json": self.event_type_json}
+        return out
 
 
 GENERIC = (
@@ -111,6 +121,10 @@ GENERIC = (
     click.option("--event-id-header", default=None, help="generic: the event id's header"),
     click.option("--event-id-json", multiple=True,
                  help="generic: a JSON pointer of the event id (repeat to join several)"),
+    click.option("--event-type-header", default=None,
+                 help="generic: the header holding the event's type"),
+    click.option("--event-type-json", default=None,
+                 help="generic: a JSON pointer of the event's type (e.g. /type)"),
 )
 
 

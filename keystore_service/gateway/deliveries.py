@@ -50,10 +50,13 @@ class Deliveries:
 
     def list(self, tenant_id: int, source: Optional[str] = None, state: Optional[str] = None,
              event_id: Optional[str] = None, limit: int = 50,
-             cursor: Optional[str] = None) -> tuple[list[Delivery], Optional[str]]:
-        """Deliveries newest first (no body), with the cursor of the next page."""
+             cursor: Optional[str] = None, event_type: Optional[str] = None
+             ) -> tuple[list[Delivery], Optional[str]]:
+        """Deliveries newest first (no body), with the cursor of the next page; `event_type`
+        is a glob (domain/bulk.py)."""
         after = _decode(cursor) if cursor else None
-        rows, attempts = self.events.page(tenant_id, source, state, event_id, limit + 1, after)
+        rows, attempts = self.events.page(tenant_id, source, state, event_id, limit + 1, after,
+                                          event_type)
         out = [Delivery(name, event, attempts.get(event.id, [])) for name, event in rows[:limit]]
         last = out[-1].event if out else None
         return out, (_encode(last.received_at, last.id) if len(rows) > limit and last else None)

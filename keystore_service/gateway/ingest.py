@@ -142,6 +142,7 @@ class Ingest:
             if challenge is not None:
                 return Answer(200, challenge)
             event_id = provider.event_id(inbound, source.provider_options)
+            event_type = provider.event_type(inbound, source.provider_options)
         except InvalidSignature as exc:
             self.received(source, status)
             self.admission.bad_signature(source.id)  # 429 once its own budget is spent
@@ -152,7 +153,7 @@ class Ingest:
                                         details={"field": "event_id"}) from None
         fingerprint = rules.body_fingerprint(body, provider.volatile)
         kept = rules.kept_headers(pairs)  # as they came, names in their own case
-        arrival = self._record(source, event_id, fingerprint, body, kept, now)
+        arrival = self._record(source, event_id, fingerprint, body, kept, now, event_type)
         self.received(source, _STATUS[arrival])
         if arrival in (Arrival.NEW, Arrival.NEW_INCARNATION):
             self.wake()
@@ -161,7 +162,7 @@ class Ingest:
                       replayed=arrival is Arrival.DUPLICATE)
 
     def _record(self, source: Source, event_id: str, fingerprint: str, body: bytes,
-                headers: list, now: Micros) -> Arrival:
+                headers: list, now: Micros, event_type: Optional[str] = None) -> Arrival:
         _, token_hash = new_lease_token()  # the gateway holds it
         window_end = rules.window_end(now, source.retry_window_seconds)
         values = new_record_values(
@@ -171,7 +172,7 @@ class Ingest:
                  "state": DeliveryState.QUEUED.value, "body": body, "headers": json.dumps(headers),
                  "received_at": now, "window_start": now, "next_attempt_at": now,
                  "attempts": 0, "lease_holder": None, "lease_until": None,
-                 "delivered_at": None, "body_dropped_at": None}
+                 "delivered_at": None, "body_dropped_at": None, "event_type": event_type}
         # The usual cases first: a new event id, or a plain repeat.
         if self.groups is not None:
             arrival = self.groups.submit(_key(values), (values, event))

@@ -83,7 +83,8 @@ class Sources:
         cannot know (an unknown provider, a secret it cannot use, a TTL shorter than its
         forwarding window plus a day, a refused destination)."""
         provider = self._provider(body.provider)
-        config = _config(provider.name, _plain(body.signature), _plain(body.event_id))
+        config = _config(provider.name, _plain(body.signature), _plain(body.event_id),
+                         _plain(body.event_type))
         config["forward"] = _forward(body.destination)
         signing = list(body.secrets or [])
         _check_secrets(provider, signing, config)
@@ -136,10 +137,12 @@ class Sources:
         provider = providers.provider(source.provider)
         sealed = self._open(source)
         config = source.options
-        if body.signature is not None or body.event_id is not None:
+        if body.signature is not None or body.event_id is not None or \
+                body.event_type is not None:
             config = {**_config(provider.name,
                                 _plain(body.signature) or config.get("signature"),
-                                _plain(body.event_id) or config.get("event_id")),
+                                _plain(body.event_id) or config.get("event_id"),
+                                _plain(body.event_type) or config.get("event_type")),
                       "forward": config.get("forward", {})}
         if body.secrets is not None:
             sealed["secrets"] = list(body.secrets)
@@ -273,17 +276,21 @@ def _plain(model: Any) -> Optional[dict]:
     return model.model_dump(by_alias=True, exclude_none=True)
 
 
-def _config(provider: str, signature: Optional[dict], event_id: Optional[dict]) -> dict:
-    """The provider options: only `generic` takes a signature rule and an event-id rule."""
+def _config(provider: str, signature: Optional[dict], event_id: Optional[dict],
+            event_type: Optional[dict] = None) -> dict:
+    """The provider options: only `generic` takes a signature rule, an event-id rule and
+    an event-type rule (optional: without one its events have no type)."""
     if provider != "generic":
-        if signature is not None or event_id is not None:
-            raise errors.InvalidRequest("signature and event_id are for generic sources",
-                                        details={"field": "signature"})
+        if signature is not None or event_id is not None or event_type is not None:
+            raise errors.InvalidRequest("signature, event_id and event_type are for generic "
+                                        "sources", details={"field": "signature"})
         return {}
     if event_id is None or ("header" in event_id) == ("json" in event_id):
         raise errors.InvalidRequest("a generic source's event_id is {\"header\": NAME} or "
                                     "{\"json\": [JSON pointers]}", details={"field": "event_id"})
     config = {"signature": signature, "event_id": event_id}
+    if event_type is not None:
+        config["event_type"] = event_type
     try:
         providers.provider(provider).validate_config(config)
     except ValueError as exc:

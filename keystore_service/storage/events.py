@@ -12,6 +12,7 @@ from sqlalchemy.dialects import postgresql
 
 from keystore_service.domain.deliveries import DeliveryState as Q
 from keystore_service.domain.records import SECOND, Micros, Record
+from keystore_service.storage.bulk_sql import type_glob
 from keystore_service.storage.db import Database
 from keystore_service.storage.records import INSERT_COLUMNS, insert_or_count
 from keystore_service.storage.sql import Sql
@@ -41,6 +42,7 @@ class Event:
     lease_until: Optional[Micros]
     delivered_at: Optional[Micros]
     body_dropped_at: Optional[Micros]
+    event_type: Optional[str] = None  # the provider's name for it (0013), None if it has none
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +85,8 @@ class HookStore:
             {n: bindparam(n) for n in ("state", "body", "headers", "received_at",
                                        "window_start", "next_attempt_at", "attempts",
                                        "lease_holder", "lease_until", "delivered_at",
-                                       "body_dropped_at")}).returning(*hook_events.c), d)
+                                       "body_dropped_at", "event_type")}
+        ).returning(*hook_events.c), d)
         self._forget = Sql(delete(hook_attempts).where(A.event_pk == bindparam("eid")), d)
         # The take (storage/take.py): fair across tenants and sources, in two round trips.
         self._take = Take(d, db.sqlite)
@@ -256,7 +259,8 @@ class HookStore:
         return self._drop.run(cur, {"now": now}).rowcount
 
     def page(self, tenant_id: int, source: Optional[str], state: Optional[str],
-             event_id: Optional[str], limit: int, after: Optional[tuple[int, int]]
+             event_id: Optional[str], limit: int, after: Optional[tuple[int, int]],
+             event_type: Optional[str] = None
              ) -> tuple[list[tuple[str, Event]], dict[int, list[Attempt]]]:
         """Up to `limit` of a tenant's events, newest first (after `after`: the
         (received_at, id) of the last one shown), each with its source's name and without
@@ -274,6 +278,8 @@ class HookStore:
             stmt = stmt.where(E.state == state)
         if event_id:
             stmt = stmt.where(E.event_id == event_id)
+        if event_type:  # a glob (domain/bulk.py)
+            stmt = stmt.where(type_glob(E.event_type, event_type, self.sqlite))
         if after:
             at, last = after
             stmt = stmt.where((E.received_at < at) | ((E.received_at == at) & (E.id < last)))

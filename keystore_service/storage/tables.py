@@ -334,6 +334,7 @@ hook_events = Table(
     Column("lease_until", BigInteger, nullable=True),
     Column("delivered_at", BigInteger, nullable=True),
     Column("body_dropped_at", BigInteger, nullable=True),
+    Column("event_type", exact_text(128), nullable=True),  # the provider's type, or null
     # The same text as migration 0007's: the stored strings of domain/deliveries.py.
     CheckConstraint("state IN (" + ", ".join(f"'{s.value}'" for s in DeliveryState) + ")",
                     name="state"),
@@ -342,6 +343,7 @@ hook_events = Table(
     Index(None, "source_id", "state", "next_attempt_at"),  # a source's due events (take)
     Index(None, "source_id", "state", "received_at"),  # a source's oldest queued (0011)
     Index(None, "tenant_id", "received_at"),
+    Index(None, "source_id", "event_type", "received_at"),  # filters by type (0013)
 )
 
 # Every forward of an event: when, how long, and what came back (a status or an error class,
@@ -403,4 +405,4 @@ kept_payloads = Table(
     Column("payload", Text, nullable=False),
 )
 
-import keystore_service.storage.alert_tables  # noqa: E402,F401 (issues and alerts' tables)
+from keystore_service.storage import alert_tables, bulk_tables  # noqa: E402,F401 (their tables)

@@ -38,6 +38,7 @@ def _event_id(inbound: Inbound, config: Any) -> str:
 
 
 TESTING = Provider(name="testing", verify=_verify, event_id=_event_id,
+                   event_type=providers.body_event_type,  # the body's "type", as Stripe's
                    retry_window_seconds=3600, docs="tests/gateway/support.py")
 
 

@@ -22,6 +22,10 @@ from typing import Any, Optional
 
 TOLERANCE_SECONDS = 300  # a signed timestamp more than 5 minutes from now, either way: refused
 MAX_EVENT_ID_CHARS = 512  # docs/api.md's limit on a key, in code points
+# An event's type is shown on the page and in logs and matched by filters: 128 code points
+# hold every provider's types (Stripe's longest is under 60); a longer one is not cut (a cut
+# type could match a filter the real one does not) but recorded as none.
+MAX_EVENT_TYPE_CHARS = 128
 # Defaults (docs/webhooks/README.md): a source's forward retry window, and the day its TTL adds on
 # top of the longer of that and the provider's own retry window.
 FORWARDING_WINDOW_SECONDS = 72 * 3600
@@ -69,13 +73,19 @@ class Inbound:
 
     def json(self) -> Any:
         """The body parsed as JSON; MissingEventId when it is not JSON (a JSON provider's
-        event id is in its body)."""
-        try:
-            return json.loads(self.body)
-        # ValueError covers UnicodeDecodeError and an integer over Python's 4,300 digits;
-        # RecursionError is "[[[[...]]]]" nested deeper than the interpreter's stack.
-        except (ValueError, RecursionError):
-            raise MissingEventId("the body is not JSON") from None
+        event id is in its body). Parsed once per delivery (the id and the type read it)."""
+        parsed = self.__dict__.get("_parsed")
+        if parsed is None:
+            try:
+                parsed = (True, json.loads(self.body))
+            # ValueError covers UnicodeDecodeError and an integer over Python's 4,300 digits;
+            # RecursionError is "[[[[...]]]]" nested deeper than the interpreter's stack.
+            except (ValueError, RecursionError):
+                parsed = (False, None)
+            object.__setattr__(self, "_parsed", parsed)
+        if not parsed[0]:
+            raise MissingEventId("the body is not JSON")
+        return parsed[1]
 
     def json_object(self) -> dict:
         """The body as a JSON object; MissingEventId when it is anything else."""
@@ -122,6 +132,8 @@ class Provider:
       MissingEventId. Call it only after `verify` passed.
     - `handshake(inbound) -> dict | None`: a body to answer 200 with, storing nothing
       (Slack's url_verification), after `verify` passed; None for an ordinary delivery.
+    - `event_type(inbound, config) -> str | None`: the event's type (checked_event_type's
+      rule) or None; never raises, and never refuses a delivery.
     - `check_secret(secret)`: raises BadSecret for a secret this provider cannot use.
     - `secret_pattern`: the same rule as a regular expression (Python and ECMA alike), for
       /openapi.json: a secret matches it exactly when check_secret takes it.
@@ -134,6 +146,8 @@ class Provider:
     name: str
     verify: Callable[[Inbound, Sequence[str], Mapping[str, Any]], None]
     event_id: Callable[[Inbound, Mapping[str, Any]], str]
+    event_type: Callable[[Inbound, Mapping[str, Any]], Optional[str]] = \
+        lambda inbound, config: None
     check_secret: Callable[[str], None] = plain_secret
     secret_pattern: str = PLAIN_SECRET_PATTERN
     handshake: Callable[[Inbound], Optional[dict]] = lambda inbound: None
@@ -202,6 +216,38 @@ def checked_event_id(value: Any, what: str) -> str:
     if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in value):
         raise MissingEventId(f"{what} contains control characters")
     return value
+
+
+def checked_event_type(value: Any) -> Optional[str]:
+    """`value` as an event type: a string of 1-128 code points with no control (Cc),
+    surrogate (Cs) or format (Cf: bidirectional overrides, zero-width) characters, kept
+    exactly; anything else is None (recorded as no type: the event is accepted all the
+    same). Nothing is stripped: a type that differs from what the provider sent would be
+    shown and matched as one it did not send."""
+    if not isinstance(value, str) or not value or len(value) > MAX_EVENT_TYPE_CHARS:
+        return None
+    if any(unicodedata.category(ch) in ("Cc", "Cs", "Cf") for ch in value):
+        return None
+    return value
+
+
+def body_field(inbound: Inbound, *path: str) -> Any:
+    """The body's value at `path` (object members), or None when the body is not a JSON
+    object or has none there (never raises)."""
+    try:
+        value: Any = inbound.json()
+    except MissingEventId:
+        return None
+    for name in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(name)
+    return value
+
+
+def body_event_type(inbound: Inbound, config: Mapping[str, Any]) -> Optional[str]:
+    """The body's `type` (Stripe, Standard Webhooks)."""
+    return checked_event_type(body_field(inbound, "type"))
 
 
 def header_event_id(inbound: Inbound, name: str) -> str:

@@ -5,7 +5,8 @@ from a header or from JSON pointers into the body (the seed's "project + week" c
 The config (validated by `validate_config` when the source is created):
     {"signature": {"header": "X-Signature", "algorithm": "sha256" | "sha1",
                    "encoding": "hex" | "base64", "prefix": "sha256="} | None,
-     "event_id": {"header": "X-Event-Id"} | {"json": ["/project", "/week"]}}
+     "event_id": {"header": "X-Event-Id"} | {"json": ["/project", "/week"]},
+     "event_type": {"header": "X-Event-Type"} | {"json": "/type"} | None}   (optional)
 The header must hold exactly `prefix` + the encoded HMAC (hex in either case; base64 in the
 standard alphabet, padded or not). No timestamp is signed: a replay is caught by the event id
 alone, for as long as the source's TTL.
@@ -23,6 +24,7 @@ from . import (
     InvalidSignature,
     MissingEventId,
     Provider,
+    checked_event_type,
     equal,
     header_event_id,
     mac,
@@ -45,7 +47,7 @@ def validate_config(config: Mapping[str, Any]) -> None:
     generic config (see the module's docstring)."""
     if not isinstance(config, Mapping):
         raise ValueError("the generic options must be an object")
-    unknown = set(config) - {"signature", "event_id"}
+    unknown = set(config) - {"signature", "event_id", "event_type"}
     if unknown:
         raise ValueError(f"unknown generic options: {', '.join(sorted(map(str, unknown)))}")
     if "signature" not in config:
@@ -56,6 +58,8 @@ def validate_config(config: Mapping[str, Any]) -> None:
     if "event_id" not in config:
         raise ValueError('event_id is required: {"header": NAME} or {"json": [POINTERS]}')
     _check_event_id(config["event_id"])
+    if config.get("event_type") is not None:
+        _check_event_type(config["event_type"])
 
 
 def _check_header(name: Any, what: str) -> None:
@@ -102,6 +106,20 @@ def _check_event_id(rule: Any) -> None:
                              f"/data/id; at most {MAX_POINTER_CHARS} characters)")
     if len(set(pointers)) != len(pointers):
         raise ValueError("event_id.json names the same pointer twice")
+
+
+def _check_event_type(rule: Any) -> None:
+    if not isinstance(rule, Mapping) or len(rule) != 1 or not {"header", "json"} & set(rule):
+        raise ValueError('event_type must be {"header": NAME}, {"json": POINTER} or null')
+    if "header" in rule:
+        _check_header(rule["header"], "event_type.header")
+        return
+    pointer = rule["json"]
+    if not (isinstance(pointer, str) and 0 < len(pointer) <= MAX_POINTER_CHARS
+            and valid_pointer(pointer)
+            and not any(unicodedata.category(ch) in ("Cc", "Cs") for ch in pointer)):
+        raise ValueError(f"event_type.json must be a JSON pointer (RFC 6901, e.g. /type; "
+                         f"at most {MAX_POINTER_CHARS} characters)")
 
 
 def _valid(config: Mapping[str, Any], error: type[Exception]) -> Mapping[str, Any]:
@@ -151,10 +169,28 @@ def event_id(inbound: Inbound, config: Mapping[str, Any]) -> str:
     return derive_key([resolve(body, pointer) for pointer in pointers], pointers)
 
 
+def event_type(inbound: Inbound, config: Mapping[str, Any]) -> Optional[str]:
+    """The configured header's value, or the string at the configured JSON pointer; None
+    without a rule, or when the delivery has no such string (never raises)."""
+    try:
+        rule = _valid(config, MissingEventId).get("event_type")
+    except MissingEventId:
+        return None
+    if not rule:
+        return None
+    if "header" in rule:
+        return checked_event_type(inbound.headers.get(rule["header"]))
+    try:
+        return checked_event_type(resolve(inbound.json(), rule["json"]))
+    except MissingEventId:
+        return None
+
+
 PROVIDER = Provider(
     name="generic",
     verify=verify,
     event_id=event_id,
+    event_type=event_type,
     needs_secret=needs_secret,
     validate_config=validate_config,
     # Unknown: the sender's own schedule. 72 h, the forwarding retry window's default; an

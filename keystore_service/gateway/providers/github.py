@@ -11,9 +11,19 @@ throws on an empty body, which GitHub never sends.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Optional
 
-from . import Inbound, InvalidSignature, Provider, equal, header_event_id, mac, require_secrets
+from . import (
+    Inbound,
+    InvalidSignature,
+    Provider,
+    body_field,
+    checked_event_type,
+    equal,
+    header_event_id,
+    mac,
+    require_secrets,
+)
 
 HEADER = "X-Hub-Signature-256"
 
@@ -33,10 +43,22 @@ def event_id(inbound: Inbound, config: Mapping[str, Any]) -> str:
     return header_event_id(inbound, "X-GitHub-Delivery")
 
 
+def event_type(inbound: Inbound, config: Mapping[str, Any]) -> Optional[str]:
+    """`X-GitHub-Event`, and `.` + the body's `action` where it has one: `issues.opened`,
+    `push` (a push has no action)."""
+    name = inbound.headers.get("X-GitHub-Event")
+    if not name:
+        return None
+    action = body_field(inbound, "action")
+    return checked_event_type(f"{name}.{action}" if isinstance(action, str) and action
+                              else name)
+
+
 PROVIDER = Provider(
     name="github",
     verify=verify,
     event_id=event_id,
+    event_type=event_type,
     # GitHub never resends by itself; a person (or a script) may redeliver any delivery of
     # the past 3 days, under the same X-GitHub-Delivery.
     retry_window_seconds=3 * 24 * 3600,

@@ -15,9 +15,18 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Optional
 
-from . import Inbound, InvalidSignature, Provider, equal, header_event_id, mac, require_secrets
+from . import (
+    Inbound,
+    InvalidSignature,
+    Provider,
+    checked_event_type,
+    equal,
+    header_event_id,
+    mac,
+    require_secrets,
+)
 
 HEADER = "X-Shopify-Hmac-Sha256"
 
@@ -36,10 +45,16 @@ def event_id(inbound: Inbound, config: Mapping[str, Any]) -> str:
     return header_event_id(inbound, "X-Shopify-Webhook-Id")
 
 
+def event_type(inbound: Inbound, config: Mapping[str, Any]) -> Optional[str]:
+    """`X-Shopify-Topic`: `orders/create`."""
+    return checked_event_type(inbound.headers.get("X-Shopify-Topic"))
+
+
 PROVIDER = Provider(
     name="shopify",
     verify=verify,
     event_id=event_id,
+    event_type=event_type,
     # "Webhooks will now be retried a total of 8 times over 4 hours using an exponential
     # backoff schedule", with the original payload (Shopify changelog, 2024-09-10).
     retry_window_seconds=4 * 3600,

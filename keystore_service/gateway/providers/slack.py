@@ -20,6 +20,8 @@ from . import (
     MissingEventId,
     Provider,
     body_event_id,
+    body_field,
+    checked_event_type,
     equal,
     mac,
     require_secrets,
@@ -61,10 +63,18 @@ def event_id(inbound: Inbound, config: Mapping[str, Any]) -> str:
     return body_event_id(inbound, "event_id")
 
 
+def event_type(inbound: Inbound, config: Mapping[str, Any]) -> Optional[str]:
+    """The inner event's `type` (`app_mention`), else the body's (`event_callback`)."""
+    inner = body_field(inbound, "event", "type")
+    return checked_event_type(inner if isinstance(inner, str) and inner
+                              else body_field(inbound, "type"))
+
+
 PROVIDER = Provider(
     name="slack",
     verify=verify,
     event_id=event_id,
+    event_type=event_type,
     handshake=handshake,
     # Three retries: nearly at once, after 1 minute and after 5 minutes (each with
     # X-Slack-Retry-Num); Slack's own page could not be reached from here, see the docs.

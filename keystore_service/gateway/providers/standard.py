@@ -25,6 +25,7 @@ from . import (
     InvalidSignature,
     MissingEventId,
     Provider,
+    body_event_type,
     checked_event_id,
     equal,
     require_secrets,
@@ -135,6 +136,7 @@ PROVIDER = Provider(
     name="standard",
     verify=verify,
     event_id=event_id,
+    event_type=body_event_type,  # the payload's `type` (the spec's required field)
     check_secret=check_secret,
     secret_pattern=SECRET_PATTERN,
     # The spec's example schedule ends 75 h 35 min 5 s after the first attempt (Svix's own

@@ -23,6 +23,7 @@ from . import (
     InvalidSignature,
     Provider,
     body_event_id,
+    body_event_type,
     equal,
     mac,
     plain_secret,
@@ -83,6 +84,7 @@ PROVIDER = Provider(
     name="stripe",
     verify=verify,
     event_id=event_id,
+    event_type=body_event_type,  # the Event's `type`: invoice.paid
     check_secret=check_secret,
     secret_pattern=SECRET_PATTERN,
     # Live mode: automatic retries with exponential backoff "for up to three days" (a

@@ -116,6 +116,7 @@ def source_json(shown: Shown) -> dict:
                         "retry_statuses": options.get("forward", {}).get("retry_statuses", []),
                         "delivered_header": options.get("forward", {}).get("delivered_header")},
         "signature": options.get("signature"), "event_id": options.get("event_id"),
+        "event_type": options.get("event_type"),
         "secrets": shown.secret_count, "ttl_seconds": s.ttl_seconds,
         "retry_window_seconds": s.retry_window_seconds, "max_in_flight": s.max_in_flight,
         "keep_body_seconds": s.keep_body_seconds, "max_pause_seconds": s.max_pause_seconds,
@@ -144,7 +145,7 @@ def list_deliveries():
     require_operator(g.principal)
     q = parsing.validate(gateway_schemas.DeliveriesQuery, request.args.to_dict())
     page, cursor = _ks().deliveries.list(g.principal.tenant_id, q.source, q.state, q.event_id,
-                                         q.limit, q.cursor)
+                                         q.limit, q.cursor, q.event_type)
     return respond({"deliveries": [delivery_json(d) for d in page], "next_cursor": cursor})
 
 
@@ -168,7 +169,7 @@ def retry_now():
 def delivery_json(d: Delivery) -> dict:
     e = d.event
     return {"source": d.source, "event_id": e.event_id, "state": e.state,
-            "received_at": rfc3339(e.received_at),
+            "received_at": rfc3339(e.received_at), "event_type": e.event_type,
             "next_attempt_at": rfc3339(e.next_attempt_at) if e.state == DeliveryState.QUEUED else None,
             "delivered_at": rfc3339(e.delivered_at),
             "attempts": [{k: v for k, v in {"at": rfc3339(a.at), "status_code": a.status_code,

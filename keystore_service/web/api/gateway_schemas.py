@@ -25,6 +25,12 @@ HeaderName = Annotated[str, StringConstraints(pattern=HEADER_NAME)]
 HeaderValue = Annotated[str, StringConstraints(max_length=4096,
                                                pattern=r"^[\x20-\x7e\x80-\xff]*$")]
 Secret = Text(1, 512, writeOnly=True)
+# An event-type filter: `*` any run of characters, `?` one, everything else itself (`[` too).
+# Up to 256 characters (a type is at most 128), no control characters.
+TypeGlob = Annotated[str, StringConstraints(
+    min_length=1, max_length=256, pattern=r"^[^\u0000-\u001f\u007f-\u009f]+$"), Field(
+    description="A glob over event types: * matches any characters, ? one; [ and every "
+                "other character match themselves; case-sensitive")]
 def _known_provider(name: str) -> str:
     if name not in providers.names():
         raise ValueError(f"the provider is one of {', '.join(providers.names())}")
@@ -80,6 +86,15 @@ class EventIdRule(_Body):
         Field(None, alias="json")
 
 
+class EventTypeRule(_Body):
+    """Where a generic source's event type is: a header, or one JSON pointer."""
+
+    header: Optional[HeaderName] = None
+    json_: Optional[Annotated[str, StringConstraints(
+        min_length=1, max_length=256,
+        pattern=r"^(/([^~/\u0000-\u001f\u007f-\u009f]|~[01])*)+$")]] = Field(None, alias="json")
+
+
 class Destination(_Body):
     url: Annotated[str, StringConstraints(min_length=1, max_length=2048)] = Field(description=(
         "http:// or https:// with a host and no credentials. Refused with 400 when the "
@@ -121,6 +136,7 @@ class SourceCreate(_Body):
     secrets: Optional[Annotated[list[Secret], Field(min_length=1, max_length=2)]] = None
     signature: Optional[Signature] = None
     event_id: Optional[EventIdRule] = None
+    event_type: Optional[EventTypeRule] = None
     destination: Destination
     ttl_seconds: Optional[Int(1, MAX_TTL_SECONDS)] = Field(None, description=TTL)
     retry_window_seconds: Int(60, 30 * DAY) = 3 * DAY
@@ -144,6 +160,7 @@ class SourceChange(_Body):
         None, description=BY_PROVIDER)
     signature: Optional[Signature] = Field(None, description=BY_PROVIDER)
     event_id: Optional[EventIdRule] = Field(None, description=BY_PROVIDER)
+    event_type: Optional[EventTypeRule] = Field(None, description=BY_PROVIDER)
     destination: Optional[Destination] = None
     ttl_seconds: Optional[Int(1, MAX_TTL_SECONDS)] = Field(None, description=(
         "At least the retry window (given or stored) plus a day, else 400"))
@@ -190,6 +207,7 @@ class DeliveriesQuery(BaseModel):
     source: Optional[SourceName] = None
     state: Optional[Literal[DELIVERY_STATES]] = None
     event_id: Optional[Key] = None
+    event_type: Optional[TypeGlob] = None
     limit: QueryInt(1, 500) = 50
     cursor: Optional[Cursor] = None
 
@@ -233,6 +251,7 @@ class SourceOut(_Out):
     destination: DestinationOut
     signature: Optional[dict[str, Any]] = None
     event_id: Optional[dict[str, Any]] = None
+    event_type: Optional[dict[str, Any]] = None
     secrets: Optional[int] = Field(
         description="how many signing secrets are set (never the secrets); null if broken")
     ttl_seconds: int
@@ -271,6 +290,7 @@ class DeliveryOut(_Out):
     event_id: str
     state: Literal[DELIVERY_STATES]
     received_at: str
+    event_type: Optional[str]
     next_attempt_at: Optional[str]
     delivered_at: Optional[str]
     attempts: list[AttemptOut]

@@ -1,7 +1,8 @@
 """The published schema of `POST /v1/sources`: one schema per provider, chosen by `provider`
 (oneOf with a discriminator), so that /openapi.json says what the service checks beyond the
 shape of SourceCreate (issue 25, item 12): which providers need signing secrets and what
-each provider's secrets look like, and that only `generic` takes `signature` and `event_id`.
+each provider's secrets look like, and that only `generic` takes `signature`, `event_id`
+and `event_type`.
 
 Each provider's schema is SourceCreate's as pydantic generates it (fields added there appear
 here too), with these parts replaced. What no schema can say stays in the descriptions: a
@@ -22,6 +23,12 @@ _ONE_RULE = [{"required": ["header"], "properties": {"header": {"type": "string"
                                                      "json": {"type": "null"}}},
              {"required": ["json"], "properties": {"json": {"type": "array"},
                                                    "header": {"type": "null"}}}]
+
+
+_ONE_TYPE_RULE = [{"required": ["header"], "properties": {"header": {"type": "string"},
+                                                          "json": {"type": "null"}}},
+                  {"required": ["json"], "properties": {"json": {"type": "string"},
+                                                        "header": {"type": "null"}}}]
 
 
 def name_of(provider: str) -> str:
@@ -59,7 +66,7 @@ def _variant(base: dict, provider: providers.Provider) -> dict:
     props["provider"] = {"const": provider.name, "type": "string"}
     if provider.name != GENERIC:
         props["secrets"] = _secrets(provider, base["properties"]["secrets"], required=True)
-        props["signature"] = props["event_id"] = _NULL_ONLY
+        props["signature"] = props["event_id"] = props["event_type"] = _NULL_ONLY
         out["required"] = [*base["required"], "secrets"]
         out["description"] = f"A {provider.name} source: its signing secrets are required."
         return out
@@ -68,6 +75,12 @@ def _variant(base: dict, provider: providers.Provider) -> dict:
                          "description": 'Where the event id is: {"header": NAME} or '
                                         '{"json": [JSON pointers]}.'}
     props["secrets"] = _secrets(provider, base["properties"]["secrets"], required=False)
+    # an event_type rule is optional; given, it is exactly one of its two rules.
+    rule = copy.deepcopy(props["event_type"]["anyOf"][0])
+    props["event_type"] = {"anyOf": [{**rule, "anyOf": _ONE_TYPE_RULE}, {"type": "null"}],
+                           "default": None,
+                           "description": 'Where the event type is: {"header": NAME} or '
+                                          '{"json": POINTER}; null: events have no type.'}
     out["required"] = [*base["required"], "event_id"]
     out["if"] = {"required": ["signature"], "properties": {"signature": {"type": "object"}}}
     out["then"] = {"required": ["secrets"], "properties": {"secrets": {"type": "array"}}}

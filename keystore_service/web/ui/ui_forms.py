@@ -162,6 +162,20 @@ def delivery_state(text: Optional[str]) -> Optional[str]:
     return text
 
 
+_TYPE_GLOB = TypeAdapter(gateway_schemas.TypeGlob)
+
+
+def type_glob(text: Optional[str]) -> Optional[str]:
+    """An event-type glob by the API's rule (gateway_schemas.TypeGlob); None for any."""
+    if not text:
+        return None
+    try:
+        return _TYPE_GLOB.validate_python(text)
+    except ValidationError:
+        raise FormError("the event type is a glob of 1-256 characters without control "
+                        "characters (* any run, ? one character)") from None
+
+
 def cursor(text: Optional[str]) -> Optional[str]:
     """A next-page cursor of the shape the service gives out (queries.Cursor); None for the
     first page. Whether the service really gave it out is for the list to say."""

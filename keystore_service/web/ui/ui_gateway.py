@@ -31,6 +31,7 @@ from keystore_service.web.ui.ui_forms import (
     event_ref,
     optional_int,
     source_name,
+    type_glob,
 )
 
 log = logging.getLogger("keystore.ui")
@@ -79,11 +80,13 @@ def hook_deliveries():
     args = request.args
     source = source_name(args["source"]) if args.get("source") else None
     state, after = delivery_state(args.get("state")), cursor(args.get("cursor"))
+    kind = type_glob(args.get("event_type"))
     page, next_cursor = _gateway().deliveries.list(_tenant(), source, state, None,
-                                                   DELIVERIES_PAGE, after)
+                                                   DELIVERIES_PAGE, after, kind)
     names = [s.name for s, _ in _gateway().sources.overview(_tenant())]
     return render_template("ui/deliveries.html", items=page, next_cursor=next_cursor,
                            source=source, state=state, states=DELIVERY_STATES, names=names,
+                           event_type=kind,
                            first_page=after is None, attempts_shown=ATTEMPTS_SHOWN)
 
 
