@@ -1,5 +1,6 @@
-"""The gateway's sources and deliveries: `keystore source create|list|show|disable|resume`,
-`keystore deliveries` and `keystore redeliver` (docs/webhooks/README.md). Like the other admin
+"""The gateway's sources and deliveries: `keystore source
+create|list|show|disable|pause|resume`, `keystore deliveries`, `keystore redeliver` and
+`keystore delivery retry` (docs/webhooks/README.md). Like the other admin
 commands they name their database on stderr and refuse one without the schema."""
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from keystore_service.cli.common import keystore, run, say, tenant
 from keystore_service.cli.params import Whole
 from keystore_service.cli.source_options import (FORWARD, GENERIC, LIMITS, Forward, Generic,
                                                  Limits, grouped, source_body)
+from keystore_service.domain import versions
 from keystore_service.domain.deliveries import DELIVERY_STATES
 from keystore_service.web.api import gateway_schemas
 from keystore_service.web.api.render import rfc3339, validation_details
@@ -62,6 +64,8 @@ def source_list(tenant_name: str) -> None:
     for s in ks.gateway.sources.all(tenant(ks, tenant_name)):
         q = s.queue
         state = s.source.state if s.health == "ok" else f"{s.source.state},{s.health}"
+        if s.paused is not None:
+            state += f",paused-by-{s.paused.by}"
         click.echo(f"{s.source.name}\t{s.source.provider}\t{state}\t"
                    f"queued={q.queued} delivering={q.delivering} failed={q.failed}\t"
                    f"{s.source.destination_url}")
@@ -86,8 +90,27 @@ def source_disable(tenant_name: str, name: str) -> None:
     say(f"keystore: disabled source {name!r}")
 
 
-@source.command("resume", help="End the source's pause (a destination's Retry-After); "
-                               "its waiting events are forwarded at once.")
+@source.command("pause", help="Pause the source's forwarding: its events are still "
+                              "accepted, none is forwarded, none fails (the paused time "
+                              "does not count toward their retry windows) until resumed.")
+@TENANT
+@click.argument("name")
+@click.option("--until", default=None, help="RFC 3339 with Z or an offset, at most a year "
+                                            "ahead (without it: until resumed).")
+@click.option("--reason", default=None, help="Why, for the other operators (up to 256 "
+                                             "characters).")
+def source_pause(tenant_name: str, name: str, until: Optional[str],
+                 reason: Optional[str]) -> None:
+    ks = keystore()
+    body = _model(gateway_schemas.Pause, {"until": until, "reason": reason})
+    end = versions.parse(body.until)[1] if body.until is not None else None
+    run(lambda: ks.gateway.sources.pause(tenant(ks, tenant_name), name, end, body.reason))
+    say(f"keystore: paused source {name!r}" + (f" until {body.until}" if end else
+                                                 " until it is resumed"))
+
+
+@source.command("resume", help="End the source's pause, an operator's or a destination's "
+                               "(Retry-After); its waiting events are forwarded at once.")
 @TENANT
 @click.argument("name")
 def source_resume(tenant_name: str, name: str) -> None:
@@ -154,8 +177,36 @@ def _shown_json(s: Any) -> dict[str, Any]:
             "retry_window_seconds": src.retry_window_seconds,
             "max_in_flight": src.max_in_flight, "max_pause_seconds": src.max_pause_seconds,
             "paused_until": rfc3339(src.paused_until), "last_error": src.last_error,
+            "paused": None if s.paused is None else {
+                "by": s.paused.by, "until": rfc3339(s.paused.until), "reason": s.paused.reason},
             "queue": {"queued": s.queue.queued, "delivering": s.queue.delivering,
-                      "failed": s.queue.failed}}
+                      "held": s.queue.held, "failed": s.queue.failed,
+                      "oldest_queued_at": rfc3339(s.queue.oldest_queued_at),
+                      "next_attempt_at": rfc3339(s.queue.next_attempt_at)}}
 
 
-COMMANDS = (source, deliveries, redeliver)
+@click.group("delivery", help="Act on the deliveries of the tenant's sources.")
+def delivery() -> None:
+    pass
+
+
+@delivery.command("retry", help="Retry now: the queued event (or every queued event of the "
+                                "source) is due at once, whatever its backoff.")
+@TENANT
+@click.option("--source", "source_name", required=True)
+@click.option("--event-id", default=None, help="One event (without it: all of the "
+                                               "source's queued events).")
+def delivery_retry(tenant_name: str, source_name: str, event_id: Optional[str]) -> None:
+    ks = keystore()
+    body = _model(gateway_schemas.Retry, {"source": source_name, "event_id": event_id})
+    try:
+        due = ks.gateway.deliveries.retry(tenant(ks, tenant_name), body.source, body.event_id)
+    except (errors.InProgress, errors.AlreadyCompleted) as exc:
+        raise click.ClickException(f"{exc.message} (it is {exc.details['state']})") from None
+    except errors.KeystoreError as exc:
+        raise click.ClickException(exc.message) from None
+    click.echo(json.dumps({"due": due}))
+    say(f"keystore: {due} queued event(s) of {source_name!r} due now")
+
+
+COMMANDS = (source, deliveries, redeliver, delivery)
