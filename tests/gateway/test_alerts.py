@@ -10,8 +10,10 @@ import secrets
 from datetime import UTC, datetime
 
 import pytest
+import sqlalchemy as sa
 from standardwebhooks.webhooks import Webhook
 
+from keystore_service.storage.db import normalise_url
 from tests.support import SECOND
 
 from .support import create_source, signed
@@ -39,6 +41,13 @@ def _backlog(gw_app, gw, sink_url, name="shop"):
     return source
 
 
+def _sql(database_url, statement, **params):
+    engine = sa.create_engine(normalise_url(database_url))
+    with engine.begin() as conn:
+        conn.execute(sa.text(statement), params)
+    engine.dispose()
+
+
 def _drain(gw_app):
     alerts = _gw(gw_app).alerts
     while alerts.send_due():
@@ -46,7 +55,6 @@ def _drain(gw_app):
 
 
 def test_slack_hears_opened_and_resolved_once_each(gw_app, gw, sink, database_url):
-    from .test_issues import _sql
     slack = type(sink)()
     try:
         channel = _channel(gw, name="ops", kind="slack", url=slack.url + "/T000/B000/XXXX")
