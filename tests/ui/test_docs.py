@@ -38,7 +38,7 @@ def test_the_webhooks_section_names_the_pages_buttons_and_has_its_screenshots():
     assert ">Held: a changed body under this event id<" in TEMPLATES
     for name in named:
         assert re.search(rf">\s*{re.escape(name)}\s*<", TEMPLATES), name
-    for label in ("Queued", "Being forwarded", "Failed", "Paused until", "Source", "State",
+    for label in ("Queued", "Being forwarded", "Failed", "Pause", "Health", "Source", "State",
                   "Yes, deliver it again"):
         assert f"*{label}*" in part and re.search(rf">\s*{re.escape(label)}\s*<", TEMPLATES), \
             label

@@ -70,7 +70,8 @@ def test_the_section_shows_each_source_with_its_queue(app, ana, operator, tokens
     assert ana.get("/ui/hooks").status_code == 200
     (crm, row) = [text(r) for r in re.findall(r"<tr>.*?</tr>", ana.html, re.S)
                   if "testing" in r]
-    assert crm == "crm testing active http://127.0.0.1:9/webhook/crm?x=&lt;b&gt; 0 0 0 0 — — — —"
+    assert crm == ("crm testing active http://127.0.0.1:9/webhook/crm?x=&lt;b&gt; 0 0 0 0 — — — "
+                   "ok Pause… Reason Until empty: until resumed Pause —")  # health, pause, actions
     # queued 1 (e3), being forwarded 1 (e2), failed 1 (e1), held 0; e3 waiting since it came
     assert row.startswith(f"shop testing active {sink.url} 1 1 1 0 waiting 3 min "), row
     assert " HTTP 429 " in row
@@ -319,8 +320,8 @@ def test_every_post_form_of_the_section_carries_the_csrf_token_and_needs_it(
             if form["method"] == "post":
                 assert form["hidden"].get("csrf_token") == ana.csrf, (path, form["action"])
                 seen += 1
-    assert seen == 3 + 2 + 3  # sign-out on each page; Redeliver on the lists; the event's
-    #                           Redeliver and its two reviews' Dismiss
+    assert seen == 3 + 2 + 3 + 1  # sign-out on each page; Redeliver on the lists; the
+    #                 event's Redeliver and its two reviews' Dismiss; the source's Pause
     reviews = open_reviews(operator)
     for path, form in (("/ui/hooks/redeliver", {"source": "shop", "event_id": "evt_1"}),
                        ("/ui/hooks/dismiss", {"source": "shop", "event_id": "evt_1",

@@ -56,7 +56,7 @@ def test_each_source_shows_its_held_events_and_its_next_forward(app, ana, operat
     assert f" 1 0 0 2 waiting 0 s {shown(next_at)} " in row, row
     held_link = '<a href="/ui/?kind=fingerprint_mismatch&amp;scope=hook:shop" title='
     assert re.search(re.escape(held_link) + r'"[^"]*">2</a>', ana.html)  # to the review queue
-    assert source_row(ana.html, "idle").endswith(" 0 0 0 0 — — — —")
+    assert " 0 0 0 0 — — — ok Pause… " in source_row(ana.html, "idle")  # health, pause
 
     clock.advance(5)  # past the backoff: the relay takes it at its next round
     ana.get("/ui/hooks")

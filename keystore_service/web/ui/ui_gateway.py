@@ -1,7 +1,8 @@
 """The operators' page's Webhooks section, added to the page's own blueprint by ui.py
 (install: the same session, CSRF check, headers and error pages): the tenant's sources with
-their queues, the deliveries with their attempts, one event (a held body beside the
-original; a failed delivery's last answers), and the Redeliver, Dismiss and Resume buttons.
+their queues and pauses, the deliveries with their attempts, one event (a held body beside
+the original; a failed delivery's last answers), and the Redeliver, Dismiss, Retry now,
+Pause and Resume buttons.
 
 Views only: each parses its fields (ui_forms), calls the gateway's use cases (deliveries,
 sources) or operations.resolve, and renders. Everything is the signed-in operator's tenant.
@@ -14,11 +15,15 @@ from collections.abc import Callable
 from typing import Optional
 
 from flask import Blueprint, g, redirect, render_template, request, url_for
+from pydantic import ValidationError
 
 from keystore_service import errors
+from keystore_service.domain import versions
 from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.gateway.rules import scope_of
+from keystore_service.gateway.sources import paused_of
 from keystore_service.storage.events import ATTEMPTS_SHOWN
+from keystore_service.web.api import gateway_schemas
 from keystore_service.web.context import keystore
 from keystore_service.web.errors import error_page
 from keystore_service.web.ui import ui_bodies
@@ -35,12 +40,20 @@ from keystore_service.web.ui.ui_forms import (
 )
 
 log = logging.getLogger("keystore.ui")
+PAUSE_RULES = {"until": "until is a time with its zone, as 2027-01-31T18:00:00Z or "
+                        "2027-01-31T19:00:00+01:00 (leave it empty to pause until resumed)",
+               "reason": f"the reason is 1 to {gateway_schemas.MAX_REASON} characters on one "
+                         "line, without control characters"}
 FAILED_SHOWN = 20  # failed deliveries on the section's first page; the rest on Deliveries
 DELIVERIES_PAGE = 50  # as the API's default page
 DONE = {"redelivered": "Redelivered: the event is queued and goes out again with the same "
                        "Idempotency-Key.",
         "dismissed": "Dismissed: the review is closed; nothing was forwarded and the event "
-                     "stays as it was."}
+                     "stays as it was.",
+        "retried": "Retry now: the queued events are due at once (a paused source still "
+                   "holds them until it is resumed).",
+        "paused": "Paused: events are still accepted, none is forwarded, and the paused "
+                  "time does not count toward their retry windows. Resume ends it."}
 # The gateway's refusals of a redelivery, said for the page (web/errors.py's KNOWN speaks of
 # records being marked, which is not what happened here).
 REFUSED = {
@@ -67,13 +80,17 @@ def _event_url(source: str, event_id: str, done: Optional[str] = None) -> str:
 
 
 def hooks():
-    """The section's first page: the sources with their queues, the newest failures."""
+    """The section's first page: the sources with their queues and pauses, the newest
+    failures."""
     sources = _gateway().sources.overview(_tenant())
     failed, more = _gateway().deliveries.list(_tenant(), state=DeliveryState.FAILED.value,
                                                limit=FAILED_SHOWN)
+    now = _gateway().sources.clock()
     return render_template("ui/hooks.html", sources=sources, failed=failed, more=more,
                            attempts_shown=ATTEMPTS_SHOWN,
-                           broken=_gateway().sources.broken(_tenant()))
+                           broken=_gateway().sources.broken(_tenant()),
+                           paused={s.id: paused_of(s, now) for s, _ in sources},
+                           done=DONE.get(request.args.get("done") or ""))
 
 
 def hook_deliveries():
@@ -100,6 +117,7 @@ def hook_event():
                            compare=compare, failed_answers=_answers(failed),
                            headers=_pairs(_json_value(detail.event.headers)),
                            body=ui_bodies.shown(detail.event.body),
+                           paused=paused_of(detail.source, _gateway().sources.clock()),
                            done=DONE.get(request.args.get("done") or ""))
 
 
@@ -129,6 +147,43 @@ def hook_resume():
     return redirect(url_for("ui.hooks"), 303)
 
 
+def hook_pause():
+    """Pause a source, as POST /v1/sources/<name>/pause does: an end (RFC 3339, optional)
+    and a reason (optional), each by the API's rules."""
+    name = source_name(request.form.get("source"))
+    until, reason = pause_fields(request.form)
+    try:
+        _gateway().sources.pause(_tenant(), name, until, reason)
+    except errors.NotFound:
+        return error_page(404, "There is no such source: nothing was changed.",
+                          url_for("ui.hooks"))
+    except errors.InvalidRequest as exc:
+        return error_page(400, f"{exc.message}: nothing was changed.", url_for("ui.hooks"))
+    log.info("operator %r paused source %r", g.ui.token_name, name)  # %r: escaped
+    return redirect(url_for("ui.hooks", done="paused"), 303)
+
+
+def hook_retry():
+    """Retry now, as POST /v1/deliveries/retry does: one queued event (the event's page)
+    or every queued event of a source (the section's page)."""
+    name = source_name(request.form.get("source"))
+    event_id = event_ref(request.form)[1] if request.form.get("event_id") else None
+    back = _event_url(name, event_id) if event_id else url_for("ui.hooks")
+    try:
+        due = _gateway().deliveries.retry(_tenant(), name, event_id)
+    except errors.NotFound:
+        return error_page(404, "There is no such source or event: nothing was changed.",
+                          url_for("ui.hooks"))
+    except (errors.InProgress, errors.AlreadyCompleted) as exc:
+        return error_page(409, f"The event is {exc.details.get('state')}, not queued: "
+                          "nothing was changed. A failed or delivered event is sent again "
+                          "with Redeliver.", back)
+    log.info("operator %r retried %d event(s) of source %r now", g.ui.token_name, due, name)
+    if event_id:
+        return redirect(_event_url(name, event_id, "retried"), 303)
+    return redirect(url_for("ui.hooks", done="retried"), 303)
+
+
 def hook_dismiss():
     """Close the event's review as POST /v1/resolve's `dismiss` does (with the audit row)."""
     source, event_id = event_ref(request.form)
@@ -148,8 +203,23 @@ def install(bp: Blueprint, guard: Callable) -> None:
                                ("GET", "/hooks/event", hook_event),
                                ("POST", "/hooks/redeliver", hook_redeliver),
                                ("POST", "/hooks/resume", hook_resume),
+                               ("POST", "/hooks/pause", hook_pause),
+                               ("POST", "/hooks/retry", hook_retry),
                                ("POST", "/hooks/dismiss", hook_dismiss)):
         bp.add_url_rule(rule, view.__name__, guard(view), methods=[method])
+
+
+def pause_fields(fields) -> tuple[Optional[int], Optional[str]]:
+    """(until in Micros or None, reason or None) from the fields `until` and `reason`, by
+    the API's rules (gateway_schemas.Pause); empty fields are absent."""
+    given = {k: fields.get(k, "").strip() or None for k in ("until", "reason")}
+    try:
+        body = gateway_schemas.Pause(**given)
+    except ValidationError as exc:
+        field = exc.errors()[0]["loc"][0]
+        raise FormError(PAUSE_RULES.get(str(field), "the pause's fields are not valid")) \
+            from None
+    return (versions.parse(body.until)[1] if body.until else None), body.reason
 
 
 def _held_bodies(original: Optional[bytes], kept: str) -> dict:
