@@ -37,16 +37,18 @@ class Channels:
     def create(self, tenant_id: int, body: Any) -> ShownChannel:
         """A channel from a validated ChannelCreate; InvalidRequest for what the schema
         cannot know (a refused URL, a field the kind does not take, a taken name)."""
-        self._check(body.kind, body.url, body.secret, body.to)
+        body = getattr(body, "root", body)  # ChannelCreate: one of its kinds
+        url, secret, to = (getattr(body, f, None) for f in ("url", "secret", "to"))
+        self._check(body.kind, url, secret, to)
         now = self.clock()
-        sealed = self.sealer.seal({"url": body.url, "secret": body.secret})
+        sealed = self.sealer.seal({"url": url, "secret": secret})
         with self.store.transaction() as cur:
             if self.store.named(tenant_id, body.name, cur) is not None:
                 raise errors.InvalidRequest(f"this tenant has a channel named {body.name!r} "
                                             "already", details={"field": "name"})
             channel = self.store.create(
                 cur, tenant_id=tenant_id, name=body.name, kind=body.kind, sealed=sealed,
-                shown=_shown(body.url), to_address=body.to, kinds=_kinds(body.kinds),
+                shown=_shown(url), to_address=to, kinds=_kinds(body.kinds),
                 remind_after_seconds=body.remind_after_seconds,
                 daily_report=int(body.daily_report), report_day=None, held_since=None,
                 created_at=now, updated_at=now)

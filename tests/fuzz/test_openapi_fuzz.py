@@ -109,6 +109,10 @@ SEMANTIC = {
     # the same, and the stored source's provider rules (secrets, generic options)
     "PATCH /v1/sources/{name}": ("destination.url", "ttl_seconds", "secrets", "signature",
                                  "event_id"),
+    # a taken name; a URL refused by the address rules; email without KEYSTORE_SMTP_URL
+    "POST /v1/alert-channels": ("name", "url", "to"),
+    # the stored channel's kind: a url or secret for email, a to or secret for slack
+    "PATCH /v1/alert-channels/{name}": ("url", "secret", "to"),
 }
 
 

@@ -320,3 +320,25 @@ def test_metrics_count_open_issues_by_kind_and_notices(gw_app, gw, sink):
         assert 'keystore_alert_notices_total{outcome="failed"} 1.0' in text  # 404: given up
     finally:
         hook.close()
+
+
+def test_the_daily_report_goes_once_a_day_to_channels_that_ask(gw_app, gw, op, sink, clock):
+    hook = type(sink)()
+    try:
+        _channel(gw, name="daily", kind="slack", url=hook.url, daily_report=True)
+        _channel(gw, name="quiet", kind="slack", url=sink.url)
+        client_http = type(gw)(gw.client, op["client"])
+        client_http.post("/v1/claim", {"scope": "create_invoice", "key": "k1"})
+        clock.advance(86_400)
+        alerts = _gw(gw_app).alerts
+        assert alerts.reports_due() == 1
+        assert alerts.reports_due() == 0  # that day's report went (or is on its way)
+        _drain(gw_app)
+        [got] = hook.requests
+        text = json.loads(got["body"])["text"]
+        assert text.startswith("Daily report 2027-01-15:") and "create_invoice: claimed 1" in text
+        assert sink.requests == []
+        clock.advance(86_400)
+        assert alerts.reports_due() == 1
+    finally:
+        hook.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints
 
 from keystore_service.domain import issues as words
 from keystore_service.web.api.schemas import Int, Text, _Body, _Out
@@ -38,15 +38,33 @@ Remind = Annotated[Union[Literal[0], Int(words.REMIND_MIN, 30 * 86_400)],
                    Field(description=REMIND)]
 
 
-class ChannelCreate(_Body):
+class _Channel(_Body):
     name: ChannelName
-    kind: Literal[words.CHANNEL_KINDS]
-    url: Optional[ChannelUrl] = None
-    secret: Optional[ChannelSecret] = None
-    to: Optional[EmailAddress] = None
     kinds: Optional[Kinds] = None
     remind_after_seconds: Remind = words.REMIND_DEFAULT
     daily_report: bool = False
+
+
+class SlackChannel(_Channel):
+    kind: Literal["slack"]
+    url: ChannelUrl
+
+
+class WebhookChannel(_Channel):
+    kind: Literal["webhook"]
+    url: ChannelUrl
+    secret: Optional[ChannelSecret] = None
+
+
+class EmailChannel(_Channel):
+    kind: Literal["email"]
+    to: EmailAddress
+
+
+class ChannelCreate(RootModel[Annotated[Union[SlackChannel, WebhookChannel, EmailChannel],
+                                        Field(discriminator="kind")]]):
+    """One of the three kinds, each with the fields it takes (a field another kind takes is
+    refused as unknown)."""
 
 
 class ChannelChange(_Body):
