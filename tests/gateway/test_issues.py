@@ -184,3 +184,38 @@ def test_watchers_in_threads_open_one_issue_and_one_notice(gw_app, gw, sink, clo
     [(n,)] = _sql(database_url, "SELECT count(*) FROM alert_notices WHERE event = 'opened'")
     assert n == 1
     assert T0 <= clock.now
+
+
+def test_delivery_failing_through_real_forwards_opens_and_resolves(gw_app, gw, sink, clock,
+                                                                    forwarding):
+    from .support import deliver, pump
+    answers = {"status": 503}
+    sink.answer = lambda n, r: answers["status"]
+    source = create_source(gw, gw.token, sink.url, alert_after_seconds=30)
+    assert deliver(gw, source)[0] == 202
+    issues = _gw(gw_app).issues
+    assert pump(forwarding) == ["retry"]
+    issues.watch()
+    assert _issues(gw, kind="delivery_failing") == []  # failing for 0 s of its 30
+    clock.advance(30)
+    issues.watch()
+    [issue] = _issues(gw, kind="delivery_failing")
+    assert "status 503" in issue["detail"] or "503" in issue["detail"]
+    answers["status"] = 200
+    clock.advance(600)
+    pump(forwarding)
+    issues.watch()
+    assert _issues(gw, kind="delivery_failing")[0]["state"] == "resolved"
+    # an event failed for good (a 4xx that is not retried) opens it at once, and a
+    # redelivery that succeeds (closing its delivery_failed review) resolves it
+    answers["status"] = 400
+    assert deliver(gw, source, event_id="evt_2")[0] == 202
+    assert pump(forwarding) == ["failed"]
+    answers["status"] = 200
+    issues.watch()
+    live = [i for i in _issues(gw, kind="delivery_failing") if i["state"] == "open"]
+    assert len(live) == 1 and "1 event(s) failed for good" in live[0]["detail"]
+    assert gw.post("/v1/deliveries/redeliver", {"source": "shop", "event_id": "evt_2"})[0] == 202
+    pump(forwarding)
+    issues.watch()
+    assert all(i["state"] == "resolved" for i in _issues(gw, kind="delivery_failing"))
