@@ -16,6 +16,7 @@ from keystore_service.gateway import mail
 from keystore_service.gateway.admission import Admission
 from keystore_service.gateway.alerts import Alerts, report_text
 from keystore_service.gateway.assembly import Gateway
+from keystore_service.gateway.bulk import Bulk
 from keystore_service.gateway.channels import Channels
 from keystore_service.gateway.deliveries import Deliveries
 from keystore_service.gateway.destinations import Policy
@@ -37,6 +38,7 @@ from keystore_service.settings import Settings
 from keystore_service.storage import db
 from keystore_service.storage.accounts import Accounts
 from keystore_service.storage.alerts import AlertStore
+from keystore_service.storage.bulk import BulkStore
 from keystore_service.storage.events import HookStore
 from keystore_service.storage.gauges import Gauges
 from keystore_service.storage.issues import IssueStore
@@ -90,6 +92,7 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
                   # clocks may differ
                   SignIns(database, MAX_SESSION_SECONDS + 3600))
     ks.jobs.sweep_steps.append(ks.gateway.forwarding.events.drop_old_bodies)
+    ks.gateway.bulk = Bulk(BulkStore(database), ks.gateway.deliveries, ks.operations, clock)
     build_alerts(ks.gateway, settings, database, reports, clock)
     return ks
 

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from keystore_service.gateway.alerts import AlertLoop, Alerts
+from keystore_service.gateway.bulk import Bulk
 from keystore_service.gateway.channels import Channels
 from keystore_service.gateway.deliveries import Deliveries
 from keystore_service.gateway.forwarding import Forwarding
@@ -34,6 +35,7 @@ class Gateway:
     channels: Optional[Channels] = None
     alerts: Optional[Alerts] = None
     alert_loop: Optional[AlertLoop] = None
+    bulk: Optional[Bulk] = None  # the bulk actions (bootstrap.build: they need Operations)
 
     def wake(self) -> bool:
         """Wake this process's relay; True when it runs and has a free slot."""

@@ -199,8 +199,9 @@ WEB_TOP = {"errors", "forwarded", "context"}  # beside web/api/ and web/ui/: the
 # The request vocabulary the page's forms validate with (the same bounds as the API's): the
 # only modules of web/api/ that web/ui/ imports. Everything else crosses through web/errors.py,
 # the one module that imports from both folders (each folder may import it).
-UI_USES_OF_API = {"web.api.schemas", "web.api.gateway_schemas", "web.api.queries"}
-ENDPOINTS = {"web.api.api", "web.api.gateway_api"}  # neither imports the other (shared: parsing)
+UI_USES_OF_API = {"web.api.schemas", "web.api.gateway_schemas", "web.api.queries",
+                  "web.api.bulk_schemas"}
+ENDPOINTS = {"web.api.api", "web.api.gateway_api", "web.api.bulk_api"}  # neither imports the other (shared: parsing)
 
 
 def web_imports(path: Path) -> set[str]:

@@ -6,8 +6,14 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
+from keystore_service.web.api import (
+    bulk_openapi,
+    issue_schemas,
+    issues_openapi,
+    schemas,
+    source_schemas,
+)
 from keystore_service.web.api import gateway_schemas as hs
-from keystore_service.web.api import issue_schemas, issues_openapi, schemas, source_schemas
 
 REF = "#/components/schemas/{model}"
 _ERRORS = {"400": "invalid_request", "401": "unauthorized",
@@ -112,7 +118,7 @@ def _plain(summary: str) -> dict:
 
 
 def document() -> dict:
-    models = [*GATEWAY_MODELS, *issue_schemas.MODELS,
+    models = [*GATEWAY_MODELS, *issue_schemas.MODELS, *bulk_openapi.MODELS,
               schemas.ClaimRequest, schemas.BatchClaimRequest, schemas.BatchClaimResponse,
               schemas.ResolveRequest, schemas.ResolveResponse, schemas.ReviewsResponse,
               schemas.ReportResponse, schemas.CompleteRequest, schemas.ReleaseRequest,
@@ -142,6 +148,7 @@ def document() -> dict:
                                              **_errors("401", "429", "503")}}},
         **_gateway(),
         **issues_openapi.paths(_json, _errors, _body_of, _query),
+        **bulk_openapi.paths(_json, _errors, _body_of),
         "/healthz": _plain("The process is alive"),
         "/readyz": _plain("The database answers"),
     }

@@ -31,7 +31,7 @@ from keystore_service.storage.accounts import Principal
 from keystore_service.web import errors as web_errors
 from keystore_service.web.context import keystore
 from keystore_service.web.errors import HEADERS, CsrfRefused
-from keystore_service.web.ui import ui_bodies, ui_chart, ui_gateway, ui_issues, ui_text
+from keystore_service.web.ui import ui_bodies, ui_bulk, ui_chart, ui_gateway, ui_issues, ui_text
 from keystore_service.web.ui.ui_forms import (
     FIRST_REPORT_DAY,
     FormError,
@@ -293,4 +293,5 @@ def report():
 
 web_errors.install_page(bp)
 ui_gateway.install(bp, operator_page)  # the Webhooks section
+ui_bulk.install(bp, operator_page)  # its bulk actions
 ui_issues.install(bp, operator_page)  # the Issues section
