@@ -8,7 +8,8 @@ directory would otherwise get a fresh, empty store); `serve` and `db upgrade` cr
 
 One module per command group, each with its `COMMANDS`: records (reconcile, sweep, report),
 accounts (tenant, token), db, sources (source, deliveries, redeliver), config (config,
-secret-key), serve (serve, relay) and issues (issue, channel); `common` holds what they share and `params` the
+secret-key), serve (serve, relay), issues (issue, channel) and bulk (delivery bulk,
+job); `common` holds what they share and `params` the
 command line's numbers.
 """
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 import click
 
 from keystore_service import logs
-from keystore_service.cli import accounts, config, db, issues, records, serve, sources
+from keystore_service.cli import accounts, bulk, config, db, issues, records, serve, sources
 
 __all__ = ["main"]
 
@@ -27,6 +28,8 @@ def main() -> None:
     logs.configure("INFO")  # one formatter: request input escaped, no exception messages
 
 
-for _group in (serve, records, db, accounts, config, sources, issues):
+for _group in (serve, records, db, accounts, config, sources, issues, bulk):
     for _command in _group.COMMANDS:
         main.add_command(_command)
+for _command in bulk.DELIVERY_COMMANDS:  # `keystore delivery bulk`
+    sources.delivery.add_command(_command)
