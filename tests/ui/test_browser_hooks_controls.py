@@ -1,0 +1,139 @@
+"""The Webhooks section's controls in a real headless Chromium (Debian's /usr/bin/chromium
+through Playwright, as test_browser_hooks.py) against a real `keystore serve` whose workers
+run the relay (issue 27): Retry now on a source and on a queued event sends what waited on
+its backoff at once; Pause holds a source's events (accepted, not forwarded; its reason
+shown as typed, never as markup) until Resume lets them out. Screenshots go to
+test-artifacts/ui/."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import time
+
+import pytest
+import requests
+
+from keystore_service.storage import migrate
+from tests.gateway.support import KEY, Sink
+from tests.support import Api, Server, new_token
+
+from .chromium import ARTIFACTS, chromium, page, sign_in
+
+__all__ = ["chromium", "page"]
+SECRET = "generic-signing-secret"
+WAIT_S = 20  # for the relay to forward, on a busy 2-core machine (it takes milliseconds)
+DOWN = (500, {"Retry-After": "600"})  # refused, and the next try ten minutes away
+
+
+@pytest.fixture(scope="module",
+                params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def served(request, tmp_path_factory):
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path_factory.mktemp('controls')}/keystore.db"
+        migrate.upgrade(url)
+    else:
+        url = request.getfixturevalue("pg_database")("_controls")
+    operator = new_token(url, "acme", "operator", "ana")
+    server = Server(url, workers=2, threads=4, env={"KEYSTORE_SECRET_KEY": KEY},
+                    log_path=tmp_path_factory.mktemp("log") / "server.log")
+    server.start()
+    try:
+        yield request.param, server, operator
+    finally:
+        server.kill()
+
+
+@pytest.fixture
+def sink():
+    s = Sink()
+    yield s
+    s.close()
+
+
+def source(served, sink, name: str) -> str:
+    _, server, operator = served
+    status, body, _ = Api(server.url, operator).post("/v1/sources", {
+        "name": name, "provider": "generic", "secrets": [SECRET],
+        "signature": {"header": "X-Signature", "algorithm": "sha256", "encoding": "hex",
+                      "prefix": "sha256="},
+        "event_id": {"header": "X-Event-Id"}, "destination": {"url": sink.url}})
+    assert status == 201, body
+    return body["source"]["ingest_url"]
+
+
+def send(ingest_url: str, event_id: str) -> int:
+    body = json.dumps({"id": event_id}).encode()
+    signature = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
+    return requests.post(ingest_url, data=body, timeout=10, headers={
+        "Content-Type": "application/json", "X-Event-Id": event_id,
+        "X-Signature": "sha256=" + signature}).status_code
+
+
+def wait_for(condition, what: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.05)
+
+
+def sent(sink) -> list[str]:
+    return [json.loads(r["body"])["id"] for r in sink.requests]
+
+
+def test_retry_now_on_a_source_and_on_an_event(served, page, sink):
+    from playwright.sync_api import expect
+    backend, server, operator = served
+    down = [True]
+    sink.answer = lambda n, r: DOWN if down[0] else 200
+    url = source(served, sink, "crm")
+    assert send(url, "evt_a") == 202
+    assert send(url, "evt_b") == 202
+    wait_for(lambda: sorted(sent(sink)) == ["evt_a", "evt_b"], "both refused once")
+    down[0] = False  # the workflow is back; both wait ten minutes on their backoff
+    sign_in(page, server, operator)
+    page.goto(server.url + "/ui/hooks/event?source=crm&event_id=evt_a")
+    page.get_by_role("button", name="Retry now").click()
+    expect(page.locator("p.done")).to_contain_text("Retry now: the queued events are due")
+    wait_for(lambda: sent(sink).count("evt_a") == 2, "evt_a forwarded at once")
+    assert sent(sink).count("evt_b") == 1  # the other still waits
+
+    page.goto(server.url + "/ui/hooks")
+    row = page.locator("table.sources tbody tr").filter(has_text="crm")
+    expect(row.locator("td.queued")).to_have_text("1")
+    page.screenshot(path=str(ARTIFACTS / f"{backend}-hooks-retry.png"), full_page=True)
+    row.get_by_role("button", name="Retry now").click()
+    expect(page.locator("p.done")).to_contain_text("Retry now")
+    wait_for(lambda: sent(sink).count("evt_b") == 2, "evt_b forwarded at once")
+    page.reload()
+    expect(row.locator("td.queued")).to_have_text("0")
+    expect(row.get_by_role("button", name="Retry now")).to_have_count(0)
+
+
+def test_a_source_is_paused_and_resumed_on_the_page(served, page, sink):
+    from playwright.sync_api import expect
+    backend, server, operator = served
+    url = source(served, sink, "shop")
+    sign_in(page, server, operator)
+    page.goto(server.url + "/ui/hooks")
+    row = page.locator("table.sources tbody tr").filter(has_text="shop")
+    row.get_by_text("Pause…").click()
+    row.get_by_label("Reason").fill("<b>deploying</b> the workflow")
+    row.get_by_role("button", name="Pause", exact=True).click()
+    expect(page.locator("p.done")).to_contain_text("Paused: events are still accepted")
+    expect(row.locator("td.pause")).to_contain_text("paused by an operator")
+    expect(row.locator(".pause-reason")).to_have_text("<b>deploying</b> the workflow")
+    expect(row.locator("td.pause b")).to_have_count(0)  # the reason is text, not markup
+    assert send(url, "evt_1") == 202  # accepted while paused
+    time.sleep(2.5)  # two sweeps and more: nothing goes out
+    assert sink.requests == []
+    page.reload()
+    expect(row.locator("td.queued")).to_have_text("1")
+    page.screenshot(path=str(ARTIFACTS / f"{backend}-hooks-paused.png"), full_page=True)
+    row.get_by_role("button", name="Resume").click()
+    wait_for(lambda: sent(sink) == ["evt_1"], "the resume lets the event out")
+    page.reload()
+    expect(row.locator("td.pause")).not_to_contain_text("paused by")
+    _, _, operator_token = served
+    status, body, _ = Api(server.url, operator_token).get("/v1/sources/shop")
+    assert status == 200 and body["source"]["paused"] is None
