@@ -54,6 +54,7 @@ class Issues:
         self.store, self.alerts, self.sealer, self.clock = store, alerts, sealer, clock
         self.rfc3339, self.base_url = rfc3339, base_url
         self._opens: dict[str, bool] = {}  # a sealed text: whether a configured key opens it
+        self._reminded: set[tuple[int, int, int]] = set()  # (channel, issue, n) made
 
     def json(self, issue: Issue, base_url: Optional[str] = None) -> dict:
         return issue_json(issue, self.rfc3339, self.base_url if base_url is None else base_url)
@@ -91,9 +92,13 @@ class Issues:
                 if ended is not None and ended.state == "resolved":
                     done["resolved"] += 1
                     done["notices"] += self._tell(cur, ended, "resolved", now)
+            tried: list = []
             done["reminders"] = self._remind(cur, [i for i in live if i.state == "open"
                                                    and (i.tenant_id, i.kind, i.subject)
-                                                   in held], now)
+                                                   in held], now, tried)
+        if len(self._reminded) > 10_000:
+            self._reminded.clear()
+        self._reminded.update(tried)  # committed: made, by this process or another
         return done
 
     def _findings(self, sources: list[Watched], now: Micros) -> list[Finding]:
@@ -156,7 +161,8 @@ class Issues:
                 made += self.alerts.add_notice(cur, channel, issue.id, event, seq, body, now)
         return made
 
-    def _remind(self, cur: Any, open_issues: list[Issue], now: Micros) -> int:
+    def _remind(self, cur: Any, open_issues: list[Issue], now: Micros,
+                tried: list) -> int:
         """Reminders due for open, unacknowledged issues: the n-th once the issue has been
         open n times the channel's remind_after_seconds."""
         made = 0
@@ -171,9 +177,11 @@ class Issues:
                 if not every or not channel.wants(issue.kind):
                     continue
                 seq = (now - issue.opened_at) // every
-                if seq >= 1:
+                key = (channel.id, issue.id, seq)
+                if seq >= 1 and key not in self._reminded:  # made here: not tried again
                     made += self.alerts.add_notice(cur, channel, issue.id, "reminder", seq,
                                                    self.json(issue), now)
+                    tried.append(key)
         return made
 
     # --- a person's actions ----------------------------------------------------------------
