@@ -342,3 +342,20 @@ def test_the_daily_report_goes_once_a_day_to_channels_that_ask(gw_app, gw, op, s
         assert alerts.reports_due() == 1
     finally:
         hook.close()
+
+
+@pytest.mark.parametrize("name", ["%00", "a" * 65, "Ops", "%0d%0aX", "%2E%2E", "東京",
+                                  "9" * 400])
+def test_odd_channel_names_in_the_path_are_404(gw, name):
+    for path in (f"/v1/alert-channels/{name}", f"/v1/alert-channels/{name}/test"):
+        status, body, _ = (gw.get if path.endswith(name) else gw.post)(path)
+        assert status == 404 and body["error"]["code"] == "not_found", path
+
+
+@pytest.mark.parametrize("url", ["http://127.0.0.1/" + "a" * 2048, "http://exämple.org/",
+                                 "https://[fe80::1]/", "http://[fd00:ec2::254]/",
+                                 "http://0x7f.1/", "http://127.1/", "javascript:alert(1)"])
+def test_channel_urls_the_destination_rules_refuse(gw, url):
+    status, body, _ = gw.post("/v1/alert-channels", {"name": "ops", "kind": "slack",
+                                                     "url": url})
+    assert status == 400 and body["error"]["code"] == "invalid_request", url
