@@ -166,3 +166,21 @@ def test_the_same_idempotency_key_answers_the_same_job_under_concurrency(gw, gw_
     status, other, _ = gw.post("/v1/deliveries/bulk", body, token=op["globex"],
                                headers={"Idempotency-Key": "bulk-2026-12-02"})
     assert status == 202 and other["job"]["id"] != job["id"] and other["job"]["matched"] == 0
+
+
+def test_a_bulk_retry_makes_each_queued_event_due_now(gw, forwarding):
+    answers = Sink(lambda n, r: 500 if n < 2 else 200)  # both wait on a backoff, then taken
+    try:
+        source = create_source(gw, gw.token, answers.url)
+        events(gw, source, 2)
+        assert pump(forwarding) == ["retry", "retry"]
+        assert pump(forwarding) == []  # each waits on its backoff
+        status, body, _ = bulk(gw, {"action": "retry", "filter": {"state": "queued"}})
+        job = wait_for(gw, body["job"]["id"])
+        assert (job["done"], job["skipped"]) == (2, 0)
+        assert sorted(pump(forwarding)) == ["delivered", "delivered"]  # due at once
+        assert [r["headers"]["Keystore-Attempt"] for r in answers.requests[2:]] == ["2", "2"]
+        status, body, _ = bulk(gw, {"action": "retry", "filter": {}})
+        assert wait_for(gw, body["job"]["id"])["skipped"] == 2  # delivered: not queued
+    finally:
+        answers.close()
