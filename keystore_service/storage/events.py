@@ -110,23 +110,7 @@ class HookStore:
         self._error_cleared = Sql(update(hook_sources).where(
             S.id == bindparam("sid"), S.last_error.is_not(None)).values(
             last_error=null(), last_error_at=null()), d)
-        # Recovery (issue 27): a failed forward that says the destination is down marks the
-        # source failing (since its first such failure) and sets its next probe; the success
-        # that ends a failing run at least `since` long makes its waiting events due at once.
-        sid, tid = bindparam("sid"), bindparam("tid")
-        self._failing = Sql(update(hook_sources).where(S.id == sid, S.tenant_id == tid).values(
-            last_error=bindparam("error"), last_error_at=bindparam("now"),
-            failing_since=func.coalesce(S.failing_since, bindparam("now")),
-            probe_at=bindparam("probe_at")), d)
-        self._recover = Sql(update(hook_events).where(
-            E.tenant_id == tid, E.source_id == sid, E.state == Q.QUEUED.value,
-            E.next_attempt_at > bindparam("now"),
-            select(S.id).where(S.id == sid, S.tenant_id == tid,
-                               S.failing_since <= bindparam("since")).exists())
-            .values(next_attempt_at=bindparam("now")), d)
-        self._recovered = Sql(update(hook_sources).where(
-            S.id == sid, S.tenant_id == tid, S.failing_since.is_not(None)).values(
-            last_error=null(), last_error_at=null(), failing_since=null(), probe_at=null()), d)
+        self._failing, self._recover, self._recovered = _health(d)
         self._pause = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             paused_until=func.max(func.coalesce(S.paused_until, 0), bindparam("until"))
             if db.sqlite else func.greatest(func.coalesce(S.paused_until, 0),
@@ -315,6 +299,27 @@ class HookStore:
 
     def steps(self):
         return self.db.steps()
+
+
+def _health(d: Any) -> tuple[Sql, Sql, Sql]:
+    """Recovery (issue 27): a failed forward that says the destination is down marks the
+    source failing (since its first such failure) and sets its next probe; the success that
+    ends a failing run at least `since` long makes its waiting events due at once."""
+    sid, tid = bindparam("sid"), bindparam("tid")
+    failing = Sql(update(hook_sources).where(S.id == sid, S.tenant_id == tid).values(
+        last_error=bindparam("error"), last_error_at=bindparam("now"),
+        failing_since=func.coalesce(S.failing_since, bindparam("now")),
+        probe_at=bindparam("probe_at")), d)
+    recover = Sql(update(hook_events).where(
+        E.tenant_id == tid, E.source_id == sid, E.state == Q.QUEUED.value,
+        E.next_attempt_at > bindparam("now"),
+        select(S.id).where(S.id == sid, S.tenant_id == tid,
+                           S.failing_since <= bindparam("since")).exists())
+        .values(next_attempt_at=bindparam("now")), d)
+    recovered = Sql(update(hook_sources).where(
+        S.id == sid, S.tenant_id == tid, S.failing_since.is_not(None)).values(
+        last_error=null(), last_error_at=null(), failing_since=null(), probe_at=null()), d)
+    return failing, recover, recovered
 
 
 def _settled(ended: bool) -> Any:
