@@ -33,6 +33,19 @@ def _issues(gw, **query):
     return body["issues"]
 
 
+def deliver(gw, source, event_id="evt_1", body=b'{"n": 1}'):
+    path = "/hooks/" + source["ingest_url"].rsplit("/", 1)[1]
+    r = gw.client.post(path, data=body, headers=signed(body, event_id))
+    return r.status_code, r.get_json(silent=True)
+
+
+def pump(forwarding) -> list:
+    """Take what is due and forward it, as one relay round does; the outcomes."""
+    return [o.value if o else None for o in (
+        forwarding.settle(job, "issues-test", forwarding.forward(job))
+        for job in forwarding.take("issues-test", 16))]
+
+
 def _ingest(gw_app, source, event_id, body=b'{"n": 1}'):
     path = "/hooks/" + source["ingest_url"].rsplit("/", 1)[1]
     r = gw_app.test_client().post(path, data=body, headers=signed(body, event_id))
@@ -188,7 +201,6 @@ def test_watchers_in_threads_open_one_issue_and_one_notice(gw_app, gw, sink, clo
 
 def test_delivery_failing_through_real_forwards_opens_and_resolves(gw_app, gw, sink, clock,
                                                                     forwarding):
-    from .support import deliver, pump
     answers = {"status": 503}
     sink.answer = lambda n, r: answers["status"]
     source = create_source(gw, gw.token, sink.url, alert_after_seconds=30)

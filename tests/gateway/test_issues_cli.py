@@ -3,8 +3,18 @@ database as the service under test, on both backends."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
-from .support import cli, create_source, signed
+from tests.support import KEYSTORE
+
+from .support import KEY, create_source, signed
+
+
+def cli(database_url: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    env = {**os.environ, "KEYSTORE_DATABASE_URL": database_url, "KEYSTORE_SECRET_KEY": KEY}
+    return subprocess.run([KEYSTORE, *args], env=env, capture_output=True, text=True,
+                          input=stdin, timeout=60)
 
 
 def test_channels_on_the_command_line(database_url, gw_app, gw, sink):

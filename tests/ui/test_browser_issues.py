@@ -9,20 +9,52 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
 import time
+from pathlib import Path
 
 import pytest
 import requests
 
 from keystore_service.storage import migrate
+from keystore_service.storage.accounts import Accounts
+from keystore_service.storage.db import Database, create
 from tests.gateway.support import KEY, Sink
-from tests.support import Api, Server, new_token
+from tests.support import T0, Api, Server
 
-from .chromium import ARTIFACTS, chromium, page, sign_in
-
-__all__ = ["chromium", "page"]
 SECRET = "generic-signing-secret"
 WAIT_S = 30  # the watchers look every second here; a busy 2-core machine is slower
+CHROMIUM = os.environ.get("KEYSTORE_TEST_CHROMIUM", "/usr/bin/chromium")
+# As the other browser tests: root in a sandbox with only loopback
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
+
+
+@pytest.fixture(scope="module")
+def page():
+    """A page of a Chromium of this module's own (Debian's, driven by Playwright)."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Debian's Chromium is required at {CHROMIUM}", pytrace=False)
+    from playwright.sync_api import expect, sync_playwright
+    expect.set_options(timeout=20_000)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
+                                    timeout=60_000)
+        context = browser.new_context(viewport={"width": 1200, "height": 860})
+        yield context.new_page()
+        browser.close()
+
+
+def operator_token(url: str) -> str:
+    database = Database(create(url, pool_size=1))
+    try:
+        accounts = Accounts(database)
+        accounts.create_tenant("acme", T0)
+        return accounts.create_token("acme", "operator", "ana", T0)
+    finally:
+        database.engine.dispose()
 
 
 @pytest.fixture(scope="module",
@@ -33,7 +65,7 @@ def served(request, tmp_path_factory):
         migrate.upgrade(url)
     else:
         url = request.getfixturevalue("pg_database")("_issues")
-    operator = new_token(url, "acme", "operator", "ana")
+    operator = operator_token(url)
     server = Server(url, workers=2, threads=4, env={"KEYSTORE_SECRET_KEY": KEY,
                                                    "KEYSTORE_ALERT_WATCH_SECONDS": "1"},
                     log_path=tmp_path_factory.mktemp("log") / "server.log")
@@ -79,7 +111,9 @@ def test_an_issue_is_told_once_and_acknowledged_on_the_page(served, page):
         status, body, _ = api.get("/v1/issues")
         [issue] = [i for i in body["issues"] if i["kind"] == "backlog"]
 
-        sign_in(page, server, operator)
+        page.goto(server.url + "/ui/")
+        page.get_by_label("Operator token").fill(operator)
+        page.get_by_role("button", name="Sign in").click()
         page.get_by_role("link", name="Issues").click()
         expect(page.get_by_role("heading", name="Issues")).to_be_visible()
         row = page.locator(f"#issue-{issue['id']}")
