@@ -104,7 +104,7 @@ def _service_endpoints(app: Flask, keystore: Keystore) -> None:
 
     @app.get("/metrics")
     def prometheus():
-        body = metrics.exposition(keystore.service.events.gauges, keystore.service.clock,
+        body = metrics.exposition(keystore.service.observer.gauges, keystore.service.clock,
                                   keystore.settings.metrics_max_scopes)
         body += keystore.gateway.alerts.gauges.exposition()  # issues and notices
         return Response(body, 200, mimetype="text/plain", headers={

@@ -1,4 +1,4 @@
-"""One claim by the contract's table, in its three paths, decided again on a lost race:
+"""One claim by docs/api.md's claim table, in its three paths, decided again on a lost race:
 
     fast      repeats counted after the answer (counting.py): a plain repeat is one read
     insert    one insert-or-count statement (shared by concurrent claims, grouping.py): the
@@ -72,16 +72,16 @@ class ClaimPaths:
     def _insert_path(self, a: Attempt) -> Optional[Answered]:
         """The key inserted (acquired) or a plain repeat counted, by one statement; None
         when the record's row must be decided (nothing was written)."""
-        row, hint = self._insert_or_count(a.values)
+        row, trace_summary = self._insert_or_count(a.values)
         if row is None:
             return None
         if row.lease_token_hash != a.values["lease_token_hash"]:
             return answer(domain.decide_claim(row, a.query, a.now).outcome, row, a.now)
-        # The statement's hint is the trace's fingerprint and expiry, all that the rule reads:
-        # only a claim it may concern reads the whole trace (and is decided by it again).
-        if hint is not None and domain.late_repeat(domain.Trace(hint[0], None, 0, hint[1]),
-                                                   a.claim.fingerprint, a.now,
-                                                   self.service.late_window):
+        # The statement returns the trace's summary, (fingerprint, expired_at), all that the
+        # rule reads: only a claim it may concern reads the whole trace (and is decided again).
+        if trace_summary is not None and domain.late_repeat(
+                domain.Trace(trace_summary[0], None, 0, trace_summary[1]),
+                a.claim.fingerprint, a.now, self.service.late_window):
             records = self.service.records
             with records.transaction() as cur:
                 trace = records.trace(cur, a.tenant_id, a.claim.scope, a.claim.key)
@@ -135,7 +135,7 @@ class ClaimPaths:
             return None
         service.traces.note(cur, new.tenant_id, new.scope, new.key, trace, c.on_late_repeat,
                             a.now)
-        service.events.late_repeat(new.scope)
+        service.observer.late_repeat(new.scope)
         if c.on_late_repeat == domain.LatePolicy.ALLOW.value:
             return Claimed(Outcome.ACQUIRED, new, a.token, late=trace)
         held = service.records.compare_and_set(

@@ -54,8 +54,9 @@ class Claim:
     kept_payload: Optional[str] = None  # canonical JSON, when the claim asked to keep it
 
 
-class Events:
-    """What the service reports as it goes (metrics subscribe); the default ignores it."""
+class ClaimObserver:
+    """Told of claim outcomes as the service meets them (metrics.Metrics subscribes); this
+    default ignores them. Not storage/events.py's webhook events."""
 
     def lease_expired(self, scope: str, cur=None, count: int = 1) -> None:
         pass
@@ -69,7 +70,7 @@ class Events:
 
 class KeyStoreService:
     def __init__(self, records: RecordStore, reviews: ReviewStore, clock: Clock = system_clock,
-                 events: Optional[Events] = None, outage_seconds: float = 5.0,
+                 observer: Optional[ClaimObserver] = None, outage_seconds: float = 5.0,
                  sleep: Callable[[float], None] = time.sleep,
                  traces: Optional[TraceStore] = None, late_window_seconds: int = 0,
                  group_commit: bool = False, counts: Optional[RepeatCounts] = None):
@@ -79,14 +80,14 @@ class KeyStoreService:
         self.late_window = late_window_seconds * domain.SECOND if traces is not None else 0
         self.clock = clock
         self.sleep = sleep
-        self.events = events or Events()
+        self.observer = observer or ClaimObserver()
         self.outage_seconds = outage_seconds
         self.counts = counts  # repeats counted after the answer (counting.py), or in it
         # Concurrent claims of this process as one statement and one commit (grouping.py).
         self.groups: Optional[Groups] = Groups(
             lambda many: self.records.claim_many(many),
             lambda values: self.records.claim_with_trace(values),
-            sent=lambda size: self.events.claim_group(size)) if group_commit else None
+            sent=lambda size: self.observer.claim_group(size)) if group_commit else None
         self.paths = ClaimPaths(self)
 
     # --- claim -------------------------------------------------------------------------
@@ -166,7 +167,7 @@ class KeyStoreService:
             review = self.reviews.open_or_count(cur, new, domain.ReviewKind.STALE_LEASE, now)
             new = replace(new, review_id=new.review_id or review.id)
         if seen.state == State.IN_PROGRESS.value and domain.lease_ran_out(seen, now):
-            self.events.lease_expired(seen.scope, cur)
+            self.observer.lease_expired(seen.scope, cur)
         return new
 
     # --- the holder's calls ------------------------------------------------------------

@@ -47,7 +47,7 @@ class Jobs:
         needs_reconciliation, opening a stale_lease review.
 
         Leases held under `retry` are left alone: the next claim takes them over by itself,
-        and until then the holder's token must keep working (contract: "until a newer
+        and until then the holder's token must keep working (docs/api.md: "until a newer
         attempt or a person's resolution replaces it"). Freeing them here (as v0.1 did)
         refused the holder's late completion with lease_lost and let the next claim do the
         effect a second time (issue 13, item 2)."""
@@ -62,7 +62,7 @@ class Jobs:
                     if outcome != "changed_meanwhile":
                         expired[seen.scope] += 1
                 for scope in sorted(expired):  # counted with the batch, one row per scope
-                    self.service.events.lease_expired(scope, cur, expired[scope])
+                    self.service.observer.lease_expired(scope, cur, expired[scope])
             if len(rows) < batch:
                 break
         return done

@@ -19,7 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 from keystore_service.domain.records import ReviewKind
-from keystore_service.service.claims import Events
+from keystore_service.service.claims import ClaimObserver
 from keystore_service.storage.gauges import Gauges
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
@@ -54,7 +54,7 @@ FORWARD_DURATION = Histogram("keystore_hook_forward_duration_seconds",
                              ["tenant", "source"], buckets=LATENCY_BUCKETS)
 
 
-class Metrics(Events):
+class Metrics(ClaimObserver):
     def __init__(self, max_scopes: int = 100, gauges: Optional[Gauges] = None):
         self.max_scopes = max_scopes
         self._scopes: set[str] = set()

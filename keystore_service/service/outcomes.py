@@ -2,7 +2,7 @@
 
 A claim answers Claimed (acquired or replay) or raises the refusal of its outcome; a call of
 the holder, a lookup or an expiry raises the error of its verdict. Each error carries the
-record as it now is, where the contract shows it.
+record as it now is, where docs/api.md shows it.
 """
 from __future__ import annotations
 

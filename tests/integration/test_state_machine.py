@@ -1,7 +1,7 @@
 """A Hypothesis state machine drives claim, complete, release, extend, expire and the clock
 against a small reference model of docs/api.md, on a real database (both backends).
 
-The model below is written from CONTRACT.md alone, independently of keystore_service.domain.
+The model below is written from docs/api.md alone, independently of keystore_service.domain.
 """
 from __future__ import annotations
 

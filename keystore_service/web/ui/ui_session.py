@@ -3,10 +3,11 @@ CSRF token, which the page shows in its forms anyway), idle and absolute time li
 the per-session CSRF token that every POST must carry.
 
 The cookie holds the tenant, the token's *name* (never the token or its hash) and the id of
-the session's row in the database (signins.py): a signed-in cookie counts only while that row
-exists, so signing out ends it everywhere. It is HttpOnly, SameSite=Strict, limited to /ui,
-and Secure when the request came over https (or always, by setting). It is signed with a key
-kept in the database, so every worker of every instance accepts it.
+the session's row in the database (storage/sessions.py's SignIns): a signed-in cookie counts
+only while that row exists, so signing out ends it everywhere. It is HttpOnly,
+SameSite=Strict, limited to /ui, and Secure when the request came over https (or always, by
+setting). It is signed with a key kept in the database, so every worker of every instance
+accepts it.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ class Session:
     token_name: Optional[str] = None
     signed_in_at: Optional[Micros] = None
     seen: Optional[Micros] = None
-    sid: Optional[str] = None  # the session's id (its row: signins.py); random, 256 bits
+    sid: Optional[str] = None  # the session's id (its row: storage/sessions.py); random, 256 bits
 
     @property
     def signed_in(self) -> bool:
@@ -94,7 +95,7 @@ class Sessions:
 
     def sign_in(self, tenant_id: int, tenant: str, token_name: str) -> Session:
         """A new session, with a new id and a new CSRF token (nothing from before signing in
-        carries on). The caller records its id (signins.SignIns.start)."""
+        carries on). The caller records its id (storage/sessions.SignIns.start)."""
         now = self.clock()
         return Session(csrf=new_csrf(), tenant_id=tenant_id, tenant=tenant,
                        token_name=token_name, signed_in_at=now, seen=now,
