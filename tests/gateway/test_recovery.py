@@ -195,9 +195,10 @@ def test_after_an_outage_the_queue_is_delivered_within_the_probe_and_the_drain(
         database_url, short_probe):
     """40 events accepted at the start of an 8 s outage and none after: their backoffs
     reach 8-16 s, and only a probe can find that the destination answers again. With a
-    1 s probe, every one is delivered within 4 s of that (the probe within its interval
-    and the relay's 1 s sweep, then the drain at 8 in flight)."""
-    got = outage(database_url, events=40, down_seconds=8, bound=4, accept_seconds=0.5)
+    1 s probe, every one is delivered within 6 s of that (the probe within its interval
+    and the relay's 1 s sweep, then the drain at 8 in flight; measured: under 2 s, and 15 s
+    without the probe and the recovery; the margin is for a loaded machine)."""
+    got = outage(database_url, events=40, down_seconds=8, bound=6, accept_seconds=0.5)
     assert got["delivered"] == 40, got
-    assert got["first_2xx_after_up"] <= 2.5, got  # the probe: within 1 s + a sweep
-    assert got["last_after_up"] <= 4, got
+    assert got["first_2xx_after_up"] <= 3.5, got  # the probe: within 1 s + a sweep
+    assert got["last_after_up"] <= 6, got
