@@ -20,9 +20,10 @@ import threading
 import time
 from pathlib import Path
 
+from tests.support.nginx import Nginx  # the recipe's runner, one home: the proxy tests'
+
 from . import loadgen
 from .databases import open_db
-from .nginx import Nginx
 from .servers import Service
 
 ARMS = {  # the arm's upstream keep-alive lines in place of the recipe's (None: as shipped)

@@ -12,8 +12,8 @@ import requests
 from keystore_client import KeyStore
 from requests.adapters import HTTPAdapter
 
-from bench.nginx import Nginx
 from tests.support import Server, new_token
+from tests.support.nginx import Nginx
 
 # The client connects from another loopback address than nginx's own (127.0.0.1), so the
 # log can tell the client's address from the proxy's.

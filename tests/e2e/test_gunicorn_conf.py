@@ -6,9 +6,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -18,9 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy.engine import make_url
 
 from tests.conftest import PG_ADMIN_URL
-from tests.support import Api, Server, free_port
-
-GUNICORN = str(Path(sys.executable).with_name("gunicorn"))
+from tests.support import Api, Server
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
@@ -36,46 +31,11 @@ def fresh_url(request, tmp_path):
     admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-class Gunicorn:
-    """`gunicorn -c python:keystore_service.gunicorn_conf` as the docs show it."""
-
-    def __init__(self, database_url: str, tmp: Path, **env: str):
-        self.port, self.tmp = free_port(), tmp
-        self.env = {**os.environ, "KEYSTORE_DATABASE_URL": database_url, "TMPDIR": str(tmp),
-                    **env}
-        self.env.pop("PROMETHEUS_MULTIPROC_DIR", None)
-        self.out, self.err = tmp / "stdout.log", tmp / "stderr.log"
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self) -> Gunicorn:
-        with open(self.out, "ab") as out, open(self.err, "ab") as err:
-            self.proc = subprocess.Popen(
-                [GUNICORN, "-c", "python:keystore_service.gunicorn_conf",
-                 "--bind", f"127.0.0.1:{self.port}", "--workers", "3"],
-                env=self.env, cwd=self.tmp, stdout=out, stderr=err, start_new_session=True)
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            assert self.proc.poll() is None, self.err.read_text()
-            try:
-                if requests.get(self.url + "/readyz", timeout=1).status_code == 200:
-                    return self
-            except requests.RequestException:
-                pass
-            time.sleep(0.1)
-        self.stop()
-        raise AssertionError("gunicorn did not become ready: " + self.err.read_text())
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            os.killpg(self.proc.pid, signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                self.proc.wait(10)
+def gunicorn(database_url: str, tmp: Path, **env: str) -> Server:
+    """`gunicorn -c python:keystore_service.gunicorn_conf` as the docs show it, three workers,
+    in `tmp` (its TMPDIR and working directory), its stdout and stderr in two files."""
+    return Server(database_url, workers=3, gunicorn=True, cwd=tmp, env={"TMPDIR": str(tmp),
+                  **env}, log_path=tmp / "stdout.log", err_path=tmp / "stderr.log")
 
 
 def claims_of(url: str, scope: str) -> float:
@@ -89,12 +49,12 @@ def metrics_dirs(tmp: Path) -> list:
 
 
 def test_gunicorn_with_the_config_module_serves_like_keystore_serve(fresh_url, tmp_path):
-    g = Gunicorn(fresh_url, tmp_path, KEYSTORE_RECONCILE_INTERVAL_SECONDS="1").start()
+    g = gunicorn(fresh_url, tmp_path, KEYSTORE_RECONCILE_INTERVAL_SECONDS="1").start()
     try:
         assert len(metrics_dirs(tmp_path)) == 1
-        tokens = [w for w in g.out.read_text().split() if w.startswith("ks_")]
+        tokens = [w for w in g.log_path.read_text().split() if w.startswith("ks_")]
         assert len(tokens) == 1  # the first start's operator token, on stdout
-        log = g.err.read_text()
+        log = g.err_path.read_text()
         assert "Using worker: keystore_service.server.EnvelopeWorker" in log  # gthread
         assert "keystore: database" in log
         assert "keystore: migrated the schema from (none)" in log and "INFO  [alembic" not in log
@@ -117,9 +77,9 @@ def test_gunicorn_with_the_config_module_serves_like_keystore_serve(fresh_url, t
         g.stop()
     assert metrics_dirs(tmp_path) == []  # removed at exit
 
-    again = Gunicorn(fresh_url, tmp_path).start()
+    again = gunicorn(fresh_url, tmp_path).start()
     again.stop()
-    assert len([w for w in again.out.read_text().split() if w.startswith("ks_")]) == 1  # once
+    assert len([w for w in again.log_path.read_text().split() if w.startswith("ks_")]) == 1  # once
 
 
 def test_keystore_serve_removes_its_metrics_directory_when_it_stops(database_url, tmp_path):

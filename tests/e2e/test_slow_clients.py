@@ -6,12 +6,8 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import resource
 import selectors
-import signal
 import socket
-import subprocess
 import threading
 import time
 
@@ -19,7 +15,7 @@ import pytest
 import requests
 
 from keystore_service.storage import migrate
-from tests.support import KEYSTORE, Server, free_port, new_token
+from tests.support import Server, new_token
 
 TRICKLERS = 1000
 HEADER_SECONDS = 8  # long enough for the checks below to run while every trickler is open
@@ -32,11 +28,9 @@ def slow_server(tmp_path_factory):
     url = f"sqlite:///{tmp_path_factory.mktemp('slow')}/keystore.db"
     migrate.upgrade(url)
     log = tmp_path_factory.mktemp("log") / "server.log"
-    s = Server(url, workers=2, threads=4, log_path=log,
+    s = Server(url, workers=2, threads=4, log_path=log, token=new_token(url, "slow"),
                env={"KEYSTORE_HEADER_TIMEOUT_SECONDS": str(HEADER_SECONDS),
                     "KEYSTORE_BODY_TIMEOUT_SECONDS": str(BODY_SECONDS)}).start()
-    s.token = new_token(url, "slow")
-    s.log = log
     yield s
     s.stop()
 
@@ -125,7 +119,7 @@ def test_a_thousand_trickling_heads_do_not_stop_healthz_v1_or_hooks(slow_server)
         assert tricklers.closed_by_server(within=HEADER_SECONDS + 6) == TRICKLERS
     finally:
         tricklers.close()
-    text = s.log.read_text()
+    text = s.log_path.read_text()
     assert "Traceback" not in text and "internal error" not in text
     # one bounded warning, not one line per connection
     assert text.count("KEYSTORE_HEADER_TIMEOUT_SECONDS") <= 3, text[-2000:]
@@ -184,7 +178,7 @@ def test_a_trickled_body_is_cut_at_its_deadline(slow_server, framing):
     status = requests.get(s.url + "/v1/keys", params={"scope": "slow", "key": key},
                           headers={"Authorization": f"Bearer {s.token}"}, timeout=10)
     assert status.status_code == 404  # nothing was claimed
-    text = s.log.read_text()
+    text = s.log_path.read_text()
     assert "Traceback" not in text and "internal error" not in text
 
 
@@ -279,7 +273,7 @@ def test_a_client_gone_mid_head_and_an_idle_one_leave_no_trace(slow_server):
         c.sendall(b"POST /v1/claim HTTP/1.1\r\nHost: x\r\nX-Half: " if n % 2 else b"")
         c.close()
     assert requests.get(s.url + "/healthz", timeout=ANSWER_SECONDS).status_code == 200
-    text = s.log.read_text()
+    text = s.log_path.read_text()
     assert "Traceback" not in text and "error handling" not in text
 
 
@@ -288,45 +282,27 @@ def test_a_low_ulimit_means_fewer_connections_not_running_out(tmp_path):
     and 700 tricklers leave it alive (no EMFILE in accept), answering once they are cut."""
     url = f"sqlite:///{tmp_path}/keystore.db"
     migrate.upgrade(url)
-    port, log = free_port(), tmp_path / "server.log"
-    env = {**os.environ, "KEYSTORE_DATABASE_URL": url, "KEYSTORE_HEADER_TIMEOUT_SECONDS": "3"}
-    with open(log, "ab") as out:
-        proc = subprocess.Popen(
-            [KEYSTORE, "serve", "--port", str(port), "--workers", "1", "--threads", "4"],
-            env=env, stdout=out, stderr=out, start_new_session=True,
-            preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_NOFILE, (512, 512)))
+    log = tmp_path / "server.log"
+    server = Server(url, workers=1, threads=4, log_path=log, open_files=512,
+                    env={"KEYSTORE_HEADER_TIMEOUT_SECONDS": "3"})
     tricklers = None
     try:
-        _wait_ready(f"http://127.0.0.1:{port}", proc)
-        worker = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
-                                text=True).stdout.split()
-        tricklers = Tricklers(port, 700)
+        server.start()
+        worker = server.worker_pids()
+        tricklers = Tricklers(server.port, 700)
         deadline, status = time.monotonic() + 20, None
         while time.monotonic() < deadline and status != 200:
             try:
-                status = requests.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code
+                status = requests.get(f"{server.url}/healthz", timeout=2).status_code
             except requests.RequestException:
                 pass
         assert status == 200
-        assert subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True,
-                              text=True).stdout.split() == worker  # the same worker, alive
+        assert server.worker_pids() == worker  # the same worker, alive
     finally:
         if tricklers:
             tricklers.close()
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(20)
+        server.stop()
     text = log.read_text()
     assert "ulimit -n is 512: this worker holds at most 256 connections" in text, text[-2000:]
     assert "Too many open files" not in text and "Traceback" not in text, text[-2000:]
 
-
-def _wait_ready(url: str, proc: subprocess.Popen) -> None:
-    for _ in range(300):  # 30 s
-        assert proc.poll() is None, "keystore serve exited"
-        try:
-            if requests.get(url + "/readyz", timeout=1).status_code == 200:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(0.1)
-    raise AssertionError("keystore serve did not become ready")

@@ -5,8 +5,8 @@ import time
 import pytest
 import requests
 
-from tests.faults.harness import EffectSink, PrivatePostgres
-from tests.support import new_token
+from tests.faults.harness import PrivatePostgres
+from tests.support import EffectSink, new_token
 
 pytestmark = pytest.mark.faults
 

@@ -1,7 +1,7 @@
-"""The fault suite's tools: an effect sink that counts side effects, a private PostgreSQL
-that can be killed without disturbing anything else, and a load of workers doing
-claim -> effect -> complete with the Python client, with the figures every scenario reports.
-"""
+"""The fault suite's tools: a private PostgreSQL that can be killed without disturbing
+anything else, and a load of workers doing claim -> effect -> complete with the Python client
+(the effect in tests/support's EffectSink, fenced or not), with the figures every scenario
+reports."""
 from __future__ import annotations
 
 import json
@@ -13,10 +13,9 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections import Counter, defaultdict
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Optional
 
@@ -34,62 +33,9 @@ from keystore_client import (
     new_lease_token,
 )
 
-from tests.support import free_port
+from tests.support import EffectSink, free_port
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "faults"
-
-
-# --- the effect sink: the accounting system that must see each invoice once ---------------
-
-class EffectSink:
-    """POST /effect {"op", "attempt"} records one side effect. With `fenced`, an effect from
-    an attempt older than one already seen for the op is refused (409): the attempt number
-    is the fencing token a careful downstream system checks."""
-
-    def __init__(self, fenced: bool = False):
-        self.fenced = fenced
-        self.effects: dict[str, list[int]] = defaultdict(list)
-        self.refused: Counter = Counter()
-        self._lock = threading.Lock()
-        sink = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802 (http.server's name)
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                status, answer = sink.record(body["op"], int(body.get("attempt", 1)))
-                data = json.dumps(answer).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/effect"
-        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def record(self, op: str, attempt: int) -> tuple[int, dict]:
-        with self._lock:
-            seen = self.effects[op]
-            if self.fenced and seen and attempt < max(seen):
-                self.refused[op] += 1
-                return 409, {"error": "fenced: a newer attempt already acted"}
-            seen.append(attempt)
-            return 200, {"effect_id": f"{op}#{len(seen)}"}
-
-    def __enter__(self) -> EffectSink:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-    def duplicates(self) -> int:
-        return sum(len(v) - 1 for v in self.effects.values() if len(v) > 1)
 
 
 # --- a PostgreSQL of the test's own --------------------------------------------------------
@@ -201,12 +147,12 @@ class Load:
             if claimed.replayed:
                 op.outcome = "replayed"
                 return
-            effect = requests.post(self.sink.url, json={"op": op.key,
-                                                        "attempt": claimed.attempt}, timeout=10)
+            effect = requests.post(f"{self.sink.url}/effects/{op.key}",
+                                   json={"attempt": claimed.attempt}, timeout=10)
             if effect.status_code == 409:
                 op.outcome = "fenced"
                 return
-            effect_id = effect.json()["effect_id"]
+            effect_id = effect.json()["id"]
             op.outcome = self._complete(ks, op, claimed.lease_token, effect_id, stop_at)
             if op.outcome == "done":
                 op.acked_result = effect_id

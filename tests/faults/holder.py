@@ -28,7 +28,7 @@ def main(url: str, token: str, key: str, on_stale: str, sink: str, where: str) -
     claimed = ks.claim("invoice", key, payload={"key": key}, lease_seconds=2, on_stale=on_stale)
     out = {"attempt": claimed.attempt}
     pause(where, "after_claim")
-    effect = requests.post(sink, json={"op": key, "attempt": claimed.attempt}, timeout=10)
+    effect = requests.post(f"{sink}/effects/{key}", json={"attempt": claimed.attempt}, timeout=10)
     out["effect"] = effect.status_code
     pause(where, "after_effect")
     try:

@@ -39,7 +39,7 @@ def trial(n, server, token, sink):
         claimed = competitor.claim("invoice", key, payload={"key": key}, lease_seconds=30)
         seen = claimed.outcome
         if claimed.acquired:
-            sink.record(key, claimed.attempt)
+            sink.record(key, {"attempt": claimed.attempt})
             competitor.complete("invoice", key, claimed.lease_token,
                                 result={"resource_id": f"competitor-{claimed.attempt}"})
     except NeedsReconciliation:

@@ -44,7 +44,7 @@ def run_races(urls, token, sink, label):
             if r.status_code == 201:
                 with lock:
                     winners[key] += 1
-                sink.record(key, body["attempt"])
+                sink.record(key, {"attempt": body["attempt"]})
                 done = session.post(url + "/v1/complete", json={
                     "scope": "invoice", "key": key, "lease_token": body["lease_token"],
                     "state": "succeeded", "result": {"resource_id": key}},

@@ -10,25 +10,9 @@ import pytest
 
 from keystore_service.app import create_app
 from keystore_service.settings import Settings
-from keystore_service.storage.accounts import AccountError, Accounts
-from keystore_service.storage.db import Database, create
-from tests.support import T0, Http
+from tests.support import Http, new_token
 
 CSRF = re.compile(r'name="csrf_token" value="([^"]+)"')
-
-
-def named_token(database_url: str, tenant: str, role: str, name: str) -> str:
-    """A token called `name` for `tenant` (created if missing), through the accounts module."""
-    database = Database(create(database_url, pool_size=1))
-    try:
-        accounts = Accounts(database)
-        try:
-            accounts.create_tenant(tenant, T0)
-        except AccountError:
-            pass  # exists already
-        return accounts.create_token(tenant, role, name, T0)
-    finally:
-        database.engine.dispose()
 
 
 class Browser:
@@ -78,10 +62,10 @@ def app(ui_settings, clock):
 
 @pytest.fixture
 def tokens(database_url, app) -> dict:
-    return {"acme": named_token(database_url, "acme", "client", "acme-n8n"),
-            "ana": named_token(database_url, "acme", "operator", "ana"),
-            "globex": named_token(database_url, "globex", "client", "globex-zapier"),
-            "gus": named_token(database_url, "globex", "operator", "gus")}
+    return {"acme": new_token(database_url, "acme", "client", "acme-n8n"),
+            "ana": new_token(database_url, "acme", "operator", "ana"),
+            "globex": new_token(database_url, "globex", "client", "globex-zapier"),
+            "gus": new_token(database_url, "globex", "operator", "gus")}
 
 
 @pytest.fixture

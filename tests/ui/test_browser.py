@@ -13,22 +13,15 @@ import os
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from keystore_service.storage import migrate
-from tests.support import Api, Server
+from tests.support import Api, Server, new_token
 
-from .conftest import named_token
+from .chromium import ARTIFACTS, chromium, page, sign_in
 
-CHROMIUM = os.environ.get("KEYSTORE_TEST_CHROMIUM", "/usr/bin/chromium")
-# As root in a sandboxed machine with no network but loopback: no sandbox, no GPU, and no
-# background connections (they are refused here, many at a time).
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
-ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "ui"
-WAIT_MS = 20_000  # a slow page on a busy 2-core machine, not a hang
+__all__ = ["chromium", "page"]  # fixtures of this module's tests
 IDLE_MINUTES = 0.05  # 3 s: the idle test waits this out for real
 _keys = itertools.count()
 
@@ -49,22 +42,6 @@ class Served:
         return Api(self.url, token or self.client)
 
 
-@pytest.fixture(scope="module")
-def chromium():
-    """One Chromium for this module (closed with it, before other modules' tests run)."""
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"Debian's Chromium is required at {CHROMIUM} for the page's browser tests "
-                    "(apt-get install chromium; scripts/ensure-chromium does it)", pytrace=False)
-    from playwright.sync_api import expect, sync_playwright
-    expect.set_options(timeout=WAIT_MS)
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
-    with sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS,
-                                    timeout=60_000)
-        yield browser
-        browser.close()
-
-
 def _database(request, tmp_path_factory) -> str:
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path_factory.mktemp('ui')}/keystore.db"
@@ -80,8 +57,8 @@ def served(request, tmp_path_factory):
     with a short idle time on the same database, started side by side; a client token and an
     operator token named "ana" of tenant acme."""
     url = _database(request, tmp_path_factory)
-    client = named_token(url, "acme", "client", "acme-n8n")
-    operator = named_token(url, "acme", "operator", "ana")
+    client = new_token(url, "acme", "client", "acme-n8n")
+    operator = new_token(url, "acme", "operator", "ana")
     logs = tmp_path_factory.mktemp("log")
     server = Server(url, workers=2, threads=4, log_path=logs / "server.log")
     idle = Server(url, workers=1, threads=4, env={"KEYSTORE_UI_IDLE_MINUTES": str(IDLE_MINUTES)},
@@ -109,23 +86,8 @@ def _start(server: Server, failed: list) -> None:
         failed.append(exc)
 
 
-@pytest.fixture
-def page(chromium):
-    context = chromium.new_context(viewport={"width": 1200, "height": 860})
-    context.set_default_timeout(WAIT_MS)
-    page = context.new_page()
-    yield page
-    context.close()
-
-
 def shot(page, served: Served, name: str) -> None:
     page.screenshot(path=str(ARTIFACTS / f"{served.backend}-{name}.png"), full_page=True)
-
-
-def sign_in(page, served: Served, token: str) -> None:
-    page.goto(served.url + "/ui/")
-    page.get_by_label("Operator token").fill(token)
-    page.get_by_role("button", name="Sign in").click()
 
 
 def new_key(prefix: str) -> str:

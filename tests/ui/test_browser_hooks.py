@@ -17,10 +17,9 @@ import requests
 
 from keystore_service.storage import migrate
 from tests.gateway.support import KEY, Sink
-from tests.support import Api, Server
+from tests.support import Api, Server, new_token
 
-from .conftest import named_token
-from .test_browser import ARTIFACTS, chromium, page, sign_in
+from .chromium import ARTIFACTS, chromium, page, sign_in
 
 __all__ = ["chromium", "page"]
 SECRET = "generic-signing-secret"
@@ -37,7 +36,7 @@ def served(request, tmp_path_factory):
         migrate.upgrade(url)
     else:
         url = request.getfixturevalue("pg_database")("_hooks")
-    operator = named_token(url, "acme", "operator", "ana")
+    operator = new_token(url, "acme", "operator", "ana")
     server = Server(url, workers=2, threads=4, env={"KEYSTORE_SECRET_KEY": KEY},
                     log_path=tmp_path_factory.mktemp("log") / "server.log")
     server.start()

@@ -1,5 +1,6 @@
 """nginx as the TLS proxy of deploy/nginx/keystore.conf, run as a real process on loopback
-for the proxy tests (tests/deploy/test_nginx.py) and the proxy benchmark (bench/proxy.py).
+for the proxy tests (tests/deploy/test_nginx.py) and the proxy benchmark (bench/proxy.py,
+which borrows it from here: the tests never import bench/).
 
 The shipped recipe is used as it is, with only its ports, addresses and certificate paths
 replaced; each replaced line must occur exactly once, so the recipe and what is tested
@@ -16,7 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
-RECIPE = Path(__file__).resolve().parents[1] / "deploy" / "nginx" / "keystore.conf"
+from .server import free_port
+
+RECIPE = Path(__file__).resolve().parents[2] / "deploy" / "nginx" / "keystore.conf"
 
 
 def nginx_binary() -> str:
@@ -62,12 +65,6 @@ def render(recipe: str, *, https_port: int, http_port: int, upstream: str, cert:
     return recipe
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @dataclass
 class Nginx:
     """nginx in the foreground (its own process group), everything under `directory`."""
@@ -76,8 +73,8 @@ class Nginx:
     upstream: str
     pool: Optional[str] = None  # replaces the recipe's keepalive lines (bench/proxy.py)
     workers: int = 1
-    https_port: int = field(default_factory=_free_port)
-    http_port: int = field(default_factory=_free_port)
+    https_port: int = field(default_factory=free_port)
+    http_port: int = field(default_factory=free_port)
     proc: Optional[subprocess.Popen] = None
     cert: Optional[Path] = None
 
