@@ -21,7 +21,7 @@ from keystore_client import (
 )
 
 from .faults import FaultProxy
-from .test_client import _wait_until_lease_passed
+from .support import wait_until_lease_passed
 
 
 def outcomes(results) -> list:
@@ -40,7 +40,7 @@ def test_every_outcome_one_typed_result_per_item_in_order(ks, scope):
     released = ks.claim(scope, "released")
     ks.release(scope, "released", released.lease_token)
     ks.claim(scope, "stale", lease_seconds=1)
-    _wait_until_lease_passed(ks, scope, "stale")
+    wait_until_lease_passed(ks, scope, "stale")
 
     results = ks.claim_batch(scope, [
         {"key": "new", "payload": {"n": 1}, "version": 1},

@@ -7,14 +7,13 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from keystore_client import KeyStore
 
-CLI = str(Path(sys.executable).with_name("keystore-client"))
+from .support import CLI, lines
+
 APPEND = 'echo "ran $$" >> "$1"; echo "appended"; echo "to stderr" >&2'
 
 
@@ -28,10 +27,6 @@ def cli(service, *args, env=None, token=None, timeout=60, **popen):
 def run_args(scope, key, target, *extra, script=APPEND):
     return ["run", "--scope", scope, "--key", key, *extra, "--", "sh", "-c", script, "sh",
             str(target)]
-
-
-def lines(path: Path) -> list:
-    return path.read_text().splitlines() if path.exists() else []
 
 
 def test_ten_concurrent_and_ten_sequential_runs_append_one_line(service, scope, tmp_path):

@@ -27,6 +27,8 @@ from keystore_client import (
     Unauthorized,
 )
 
+from .support import wait_until_lease_passed
+
 
 def test_claim_complete_replay_with_typed_results(ks, scope):
     first = ks.claim(scope, "evt-1", payload={"amount": 1250}, lease_seconds=30)
@@ -152,7 +154,7 @@ def test_refused_claims_raise_their_error_with_the_record(ks, scope):
 
 def test_a_lapsed_lease_is_refused_as_needs_reconciliation(ks, scope):
     ks.claim(scope, "k", lease_seconds=1)
-    _wait_until_lease_passed(ks, scope, "k")
+    wait_until_lease_passed(ks, scope, "k")
     with pytest.raises(NeedsReconciliation) as info:
         ks.claim(scope, "k")
     assert info.value.status == 409 and info.value.record.state == "needs_reconciliation"
@@ -207,15 +209,3 @@ def test_the_client_never_shows_its_token():
     assert "ks_secret_value" not in repr(ks)
     with pytest.raises(ValueError):
         KeyStore("127.0.0.1:8080", "t")  # no scheme: refused before any request
-
-
-def _wait_until_lease_passed(ks, scope, key, timeout=10.0):
-    """Poll (no fixed sleep) until the record's lease is in the past by the server's clock."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        r = ks.lookup(scope, key)
-        if r.lease_expires_at and r.lease_expires_at < datetime.now(UTC):
-            time.sleep(0.05)  # one poll interval past the instant, for clock granularity
-            return
-        time.sleep(0.05)
-    raise AssertionError("the lease did not run out")

@@ -5,7 +5,6 @@ billing API."""
 from __future__ import annotations
 
 import ast
-import re
 import time
 
 import pytest
@@ -13,16 +12,13 @@ import pytest
 from tests.support import free_port
 
 from .conftest import REPO
+from .support import code_blocks
 
 DOCS = REPO / "docs"
 SNIPPETS = REPO / "clients" / "snippets"
 PAGES = {"n8n-code.md": ["n8n-code-node.js"], "zapier-code.md": ["zapier-code.js",
                                                                   "zapier-code.py"],
          "shell.md": ["keystore.sh"]}
-
-
-def code_blocks(page, language: str) -> list:
-    return re.findall(rf"```{language}\n(.*?)```", page.read_text(), flags=re.S)
 
 
 @pytest.mark.parametrize("page", sorted(PAGES))

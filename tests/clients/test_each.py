@@ -14,7 +14,7 @@ import pytest
 from keystore_client import InProgress
 from keystore_client._cli.lines import Fields, Unusable, parse
 
-from .test_cli import CLI, lines
+from .support import CLI, lines
 
 # The line on stdin is appended to $1; a line with "fail": true exits 3 until the file $2
 # exists; a line with "wait": true first touches $1.started, then waits for $1.go.

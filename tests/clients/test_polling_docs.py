@@ -14,7 +14,7 @@ from pathlib import Path
 from tests.support import new_token
 
 from .conftest import REPO
-from .test_docs import code_blocks
+from .support import code_blocks
 
 PAGE = REPO / "docs" / "polling.md"
 FETCH_ORDERS = '#!/bin/sh\ncat "$ORDERS_FILE"\n'

@@ -24,7 +24,7 @@ from keystore_service.settings import Settings
 
 from .compose import CLIENT_TOKEN, DOWN, LOG_TOKEN, LOGS, PODMAN_COMPOSE, STANDINS, UP, Stack
 from .podman import IMAGE, figure, podman
-from .test_container import claim_complete_replay
+from .support import claim_complete_replay
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = yaml.safe_load((ROOT / "compose.yaml").read_text())

@@ -10,35 +10,15 @@ import re
 import time
 
 import pytest
-import requests
 
 from tests.support import KEYSTORE, free_port
 
 from .podman import IMAGE, Container, figure, podman, unique
+from .support import claim_complete_replay, replay
 
 pytestmark = pytest.mark.skipif(not IMAGE, reason="scripts/test-deploy builds the image "
                                                   "and runs these (KEYSTORE_TEST_IMAGE)")
 TOKEN = re.compile(r"^\s+(ks_[A-Za-z0-9_-]+)\s*$", re.M)
-
-
-def claim_complete_replay(base: str, token: str, key: str) -> None:
-    s = requests.Session()
-    s.headers["Authorization"] = f"Bearer {token}"
-    body = {"scope": "create_invoice", "key": key, "payload": {"amount": 1250}}
-    r = s.post(base + "/v1/claim", json=body, timeout=10)
-    assert r.status_code == 201, r.text
-    r = s.post(base + "/v1/complete", timeout=10, json={
-        "scope": "create_invoice", "key": key, "lease_token": r.json()["lease_token"],
-        "state": "succeeded", "result": {"resource_id": f"INV-{key}"}})
-    assert r.status_code == 200, r.text
-    replay(base, token, key)
-
-
-def replay(base: str, token: str, key: str) -> None:
-    r = requests.post(base + "/v1/claim", timeout=10, headers={"Authorization": f"Bearer {token}"},
-                      json={"scope": "create_invoice", "key": key, "payload": {"amount": 1250}})
-    assert (r.status_code, r.headers.get("Idempotent-Replayed")) == (200, "true"), r.text
-    assert r.json()["record"]["result"]["resource_id"] == f"INV-{key}"
 
 
 def test_the_image_interface():

@@ -1,19 +1,26 @@
 """Test helpers for the gateway: a provider of the tests' own (registered for these tests
-only), a local destination that records what it got and answers as scripted, and a source
-made through the API."""
+only), a local destination that records what it got and answers as scripted, a source made
+through the API, signed deliveries to it, forwarding driven by hand (one relay round), the
+deliveries the API lists, rows counted, and the `keystore` command with the gateway's key."""
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import json
+import os
+import subprocess
 import threading
 import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 
+from sqlalchemy import func, select
+
 from keystore_service.gateway import providers
 from keystore_service.gateway.providers import Inbound, InvalidSignature, MissingEventId, Provider
+from tests.support import KEYSTORE, SECOND
 
 SECRET = "test-secret-1"
 KEY = "cNk6cVlTCFCk0NKWaFUBSi1_dBbOG9Z-mUbGkN9yQBw="  # a Fernet key for the tests
@@ -125,3 +132,58 @@ def create_source(http, token: str, url: str, **extra) -> dict:
     status, answer, _ = http.post("/v1/sources", body, token=token)
     assert status == 201, answer
     return answer["source"]
+
+
+BODY = json.dumps({"id": "evt_1", "amount": 1250}).encode()
+
+
+def deliver(gw, source: dict, body: bytes = BODY, event_id="evt_1", **headers):
+    path = "/hooks/" + source["ingest_url"].rsplit("/", 1)[1]
+    r = gw.client.post(path, data=body, headers={**signed(body, event_id), **headers})
+    return r.status_code, r.get_json(silent=True), r.headers
+
+
+def count(app, table, *where) -> int:
+    with app.extensions["keystore"].database.engine.connect() as conn:
+        return conn.execute(select(func.count()).select_from(table).where(*where)).scalar()
+
+
+HOLDER = "test-relay"
+
+
+def pump(forwarding, limit=16) -> list:
+    """Take what is due and forward it, as one relay round does; the outcomes."""
+    out = []
+    for job in forwarding.take(HOLDER, limit):
+        out.append(forwarding.settle(job, HOLDER, forwarding.forward(job)))
+    return [o.value if o else None for o in out]
+
+
+def delivery(gw, event_id="evt_1"):
+    status, body, _ = gw.get("/v1/deliveries", event_id=event_id)
+    assert status == 200, body
+    return body["deliveries"][0]
+
+
+def cli(database_url: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
+    env = {**os.environ, "KEYSTORE_DATABASE_URL": database_url, "KEYSTORE_SECRET_KEY": KEY}
+    return subprocess.run([KEYSTORE, *args], env=env, capture_output=True, text=True,
+                          input=stdin, timeout=60)
+
+
+# Real providers' sources (test_providers_ingest.py, test_event_types.py)
+STRIPE_SECRET = "whsec_test_" + "a" * 24
+SLACK_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
+STANDARD_SECRET = "whsec_" + base64.b64encode(b"k" * 32).decode()
+
+
+def make(gw, sink, name, provider, **extra):
+    """A source of `provider` forwarding to the sink, made through the API; its ingest path."""
+    status, body, _ = gw.post("/v1/sources", {"name": name, "provider": provider,
+                                              "destination": {"url": sink.url}, **extra})
+    assert status == 201, body
+    return "/hooks/" + body["source"]["ingest_url"].rsplit("/", 1)[1]
+
+
+def now_seconds(clock) -> int:
+    return clock.now // SECOND

@@ -3,20 +3,8 @@ them, against the same database as the service under test, on both backends."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
-from tests.support import KEYSTORE
-
-from .support import KEY, SECRET, create_source
-from .test_forwarding import pump
-from .test_ingest import deliver
-
-
-def cli(database_url: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess:
-    env = {**os.environ, "KEYSTORE_DATABASE_URL": database_url, "KEYSTORE_SECRET_KEY": KEY}
-    return subprocess.run([KEYSTORE, *args], env=env, capture_output=True, text=True,
-                          input=stdin, timeout=60)
+from .support import SECRET, cli, create_source, deliver, pump
 
 
 def test_a_source_made_on_the_command_line_keeps_its_forwarding_choices(

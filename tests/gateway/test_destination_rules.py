@@ -14,9 +14,7 @@ from keystore_service.gateway.outbound import Outbound
 from keystore_service.settings import Settings
 from tests.support import T0, Http
 
-from .support import KEY, create_source
-from .test_forwarding import delivery, pump
-from .test_ingest import deliver
+from .support import KEY, create_source, deliver, delivery, pump
 from .trickling_sink import TricklingSink
 
 SPELLINGS = [

@@ -12,8 +12,7 @@ from datetime import UTC, datetime
 
 from standardwebhooks import Webhook
 
-from .test_providers_ingest import (SLACK_SECRET, STANDARD_SECRET, STRIPE_SECRET, make,
-                                    now_seconds)
+from .support import SLACK_SECRET, STANDARD_SECRET, STRIPE_SECRET, make, now_seconds
 
 GITHUB_SECRET = SHOPIFY_SECRET = "shared-secret"
 

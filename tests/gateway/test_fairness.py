@@ -15,8 +15,7 @@ from keystore_service.gateway.relay import Relay
 from keystore_service.settings import Settings
 from tests.support import Http
 
-from .support import KEY, Sink, create_source
-from .test_ingest import deliver
+from .support import KEY, Sink, create_source, deliver
 
 
 @pytest.fixture

@@ -14,9 +14,7 @@ from keystore_service.domain.records import SECOND
 from keystore_service.settings import Settings
 from tests.support import T0, Http
 
-from .support import KEY, create_source, signed
-from .test_forwarding import delivery, pump
-from .test_ingest import deliver
+from .support import KEY, create_source, deliver, delivery, pump, signed
 from .trickling_sink import TricklingSink
 
 MARGIN = 1.0  # past the deadline: the reaper's wake-up and a loaded machine's scheduling

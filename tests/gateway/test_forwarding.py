@@ -11,24 +11,7 @@ import pytest
 
 from keystore_service.gateway.relay import Relay
 
-from .support import Sink, create_source
-from .test_ingest import BODY, deliver
-
-HOLDER = "test-relay"
-
-
-def pump(forwarding, limit=16) -> list:
-    """Take what is due and forward it, as one relay round does; the outcomes."""
-    out = []
-    for job in forwarding.take(HOLDER, limit):
-        out.append(forwarding.settle(job, HOLDER, forwarding.forward(job)))
-    return [o.value if o else None for o in out]
-
-
-def delivery(gw, event_id="evt_1"):
-    status, body, _ = gw.get("/v1/deliveries", event_id=event_id)
-    assert status == 200, body
-    return body["deliveries"][0]
+from .support import BODY, HOLDER, Sink, create_source, deliver, delivery, pump
 
 
 def record(gw, event_id="evt_1"):

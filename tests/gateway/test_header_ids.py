@@ -16,7 +16,7 @@ from standardwebhooks import Webhook
 
 from keystore_service.gateway import rules
 
-from .test_forwarding import pump
+from .support import pump
 
 FORWARD_SECRET = "whsec_" + base64.b64encode(b"f" * 32).decode()
 

@@ -6,24 +6,10 @@ import threading
 
 import pytest
 import requests
-from sqlalchemy import func, select
 
 from keystore_service.storage.tables import hook_events, records
 
-from .support import create_source, signed
-
-BODY = json.dumps({"id": "evt_1", "amount": 1250}).encode()
-
-
-def deliver(gw, source: dict, body: bytes = BODY, event_id="evt_1", **headers):
-    path = "/hooks/" + source["ingest_url"].rsplit("/", 1)[1]
-    r = gw.client.post(path, data=body, headers={**signed(body, event_id), **headers})
-    return r.status_code, r.get_json(silent=True), r.headers
-
-
-def count(app, table, *where) -> int:
-    with app.extensions["keystore"].database.engine.connect() as conn:
-        return conn.execute(select(func.count()).select_from(table).where(*where)).scalar()
+from .support import BODY, count, create_source, deliver, signed
 
 
 def test_events_that_arrive_together_are_each_answered_as_alone(gw_app, gw, sink, backend):

@@ -12,9 +12,7 @@ from keystore_service.gateway import rules
 from keystore_service.gateway.relay import Relay
 from tests.support import T0, Http
 
-from .support import Sink, create_source
-from .test_cli import cli
-from .test_ingest import deliver
+from .support import Sink, cli, create_source, deliver
 
 HOLDER = "pause-relay"
 HOUR = 3600 * 1_000_000
@@ -241,38 +239,6 @@ def live_app(database_url):
     if ks.gateway.relay is not None:
         ks.gateway.relay.stop(wait=5)
     ks.database.engine.dispose()
-
-
-def test_an_upgrade_cuts_a_pause_stored_before_the_bound(tmp_path):
-    """A source paused until 2058 by a Retry-After before the bound existed is paused for
-    an hour after the upgrade at most (migration 0009)."""
-    from alembic import command
-    from sqlalchemy import create_engine, text
-
-    from keystore_service.storage import migrate
-    url = f"sqlite:///{tmp_path}/old.db"
-    engine = create_engine(url)
-    with engine.begin() as conn:
-        cfg = migrate._config()
-        cfg.attributes["connection"] = conn
-        command.upgrade(cfg, "0008_late_repeats")
-        conn.execute(text("INSERT INTO tenants (id, name, created_at) VALUES (1, 't', 0)"))
-        conn.execute(text(
-            "INSERT INTO hook_sources (tenant_id, name, provider, ingest_hash, sealed, config, "
-            "destination_url, timeout_seconds, ttl_seconds, retry_window_seconds, "
-            "max_in_flight, keep_body_seconds, state, created_at, updated_at, paused_until) "
-            "VALUES (1, 's', 'generic', 'h', 'x', '{}', 'http://127.0.0.1/', 10, 999999, 3600, "
-            "4, 0, 'active', 0, 0, 2800000000000000)"))  # 2058
-    engine.dispose()
-    before = time.time()
-    migrate.upgrade(url)
-    engine = create_engine(url)
-    with engine.connect() as conn:
-        until, bound = conn.execute(text(
-            "SELECT paused_until, max_pause_seconds FROM hook_sources")).one()
-    engine.dispose()
-    assert bound == 3600
-    assert before * 1e6 + HOUR <= until <= time.time() * 1e6 + HOUR
 
 
 @pytest.mark.parametrize("name", ["shop%00", "%00", "sh%00op"])

@@ -3,7 +3,6 @@ Stripe's SDK verifies), Slack's url_verification handshake, a Standard Webhooks 
 its svix-* spelling, and a generic source without a signature whose id is JSON pointers."""
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 import json
@@ -11,24 +10,7 @@ from datetime import UTC, datetime
 
 from standardwebhooks import Webhook
 
-from tests.support import SECOND
-
-from .test_ingest import count
-
-STRIPE_SECRET = "whsec_test_" + "a" * 24
-SLACK_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
-STANDARD_SECRET = "whsec_" + base64.b64encode(b"k" * 32).decode()
-
-
-def make(gw, sink, name, provider, **extra):
-    status, body, _ = gw.post("/v1/sources", {"name": name, "provider": provider,
-                                              "destination": {"url": sink.url}, **extra})
-    assert status == 201, body
-    return "/hooks/" + body["source"]["ingest_url"].rsplit("/", 1)[1]
-
-
-def now_seconds(clock) -> int:
-    return clock.now // SECOND
+from .support import SLACK_SECRET, STANDARD_SECRET, STRIPE_SECRET, count, make, now_seconds
 
 
 def test_stripe(gw_app, gw, sink, clock):

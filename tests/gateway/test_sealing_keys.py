@@ -19,9 +19,7 @@ from keystore_service.settings import Settings
 from keystore_service.storage.tables import sealing_check
 from tests.support import KEYSTORE, T0, Http, free_port
 
-from .support import KEY, create_source
-from .test_forwarding import pump
-from .test_ingest import deliver
+from .support import KEY, create_source, deliver, pump
 
 OTHER = Fernet.generate_key().decode()  # a key that sealed nothing here
 SETTING = "KEYSTORE_SECRET_KEY"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from keystore_service.service.claims import ANSWER_RESULTS_BYTES
-from tests.integration.test_bad_input import snapshot
+from tests.integration.support import snapshot
 
 BIG = "x" * (255 * 1024)  # a result body just under docs/api.md's 256 KiB
 

@@ -4,18 +4,12 @@ from __future__ import annotations
 import json
 
 import pytest
-from sqlalchemy import select
 
-from keystore_service.storage.tables import attempts, records, tenants, tokens
+from keystore_service.storage.tables import records
+
+from .support import snapshot
 
 GOOD = {"scope": "create_invoice", "key": "evt_1", "payload": {"amount": 1}}
-
-
-def snapshot(app) -> dict:
-    engine = app.extensions["keystore"].database.engine
-    with engine.connect() as conn:
-        return {t.name: sorted(map(tuple, conn.execute(select(t)).all()))
-                for t in (tenants, tokens, records, attempts)}
 
 
 def body(**changes):

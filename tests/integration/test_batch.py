@@ -7,17 +7,7 @@ from collections import Counter
 
 import pytest
 
-from tests.integration.test_bad_input import snapshot
-
-
-def batch(http, items, **extra):
-    status, body, _ = http.post("/v1/claim/batch", {"scope": "orders", "items": items, **extra})
-    assert status == 200, body
-    return body["results"]
-
-
-def outcomes(results):
-    return [r.get("outcome") or r["error"]["code"] for r in results]
+from .support import batch, outcomes, snapshot
 
 
 def finish(http, result, state="succeeded"):

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tests.integration.test_bad_input import snapshot
+from tests.integration.support import snapshot
 
 REF = {"scope": "invoice", "key": "evt-1"}
 

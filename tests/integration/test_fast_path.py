@@ -16,28 +16,9 @@ from sqlalchemy import delete, insert
 from keystore_service.domain import records as domain
 from keystore_service.storage.records import new_record_values
 from keystore_service.storage.tables import records
-from tests.support import SECOND, T0
+from tests.support import SECOND
 
-times = st.integers(T0 - 10 * SECOND, T0 + 10 * SECOND)
-versions = st.one_of(st.none(), st.tuples(st.sampled_from(["int", "time"]), st.integers(4, 6)))
-
-
-@st.composite
-def stored(draw, tenant_id: int) -> domain.Record:
-    state = draw(st.sampled_from(["in_progress", "succeeded", "failed", "released",
-                                  "needs_reconciliation"]))
-    lease = draw(times) if state == "in_progress" else draw(st.one_of(st.none(), times))
-    version = draw(versions)
-    return domain.Record(
-        id=1, tenant_id=tenant_id, scope="s", key="k", state=state,
-        fingerprint=draw(st.sampled_from([None, "fp1", "fp2"])), attempt=draw(st.integers(1, 3)),
-        incarnation=1, lease_token_hash="a" * 64, lease_acquired_at=T0 - 20 * SECOND,
-        lease_expires_at=lease, on_stale=draw(st.sampled_from(["retry", "reconcile"])),
-        first_seen_at=T0 - 20 * SECOND, last_seen_at=T0 - 20 * SECOND, expires_at=draw(times),
-        duplicate_count=draw(st.integers(0, 3)), checkpoint_step=None,
-        checkpoint_resource_id=None, checkpoint_at=None,
-        result="{}" if state in ("succeeded", "failed") else None,
-        version_kind=version[0] if version else None, version=version[1] if version else None)
+from .support import stored, times, versions
 
 
 @settings(max_examples=500, deadline=None,

@@ -12,7 +12,7 @@ import time
 import pytest
 
 from keystore_service.service.claims import Claim
-from tests.integration.test_races import outcome, race
+from tests.integration.support import outcome, race
 from tests.support import T0
 
 SCOPE = "grouped"

@@ -6,7 +6,7 @@ when the record changed before the next poll, and the key stayed stuck until a p
 """
 from __future__ import annotations
 
-from tests.integration.test_batch import batch, outcomes
+from tests.integration.support import batch, outcomes
 
 REF = {"scope": "orders", "key": "o-1"}
 

@@ -1,7 +1,6 @@
 """Races between real threads on real databases: the database, not memory, picks one winner."""
 from __future__ import annotations
 
-import threading
 from collections import Counter
 
 import pytest
@@ -9,30 +8,7 @@ import pytest
 from keystore_service import errors
 from keystore_service.service.claims import Claim
 
-THREADS = 16
-
-
-def race(fn, n=THREADS):
-    """Run fn(i) in n threads released at the same instant; return results or exceptions."""
-    barrier, out = threading.Barrier(n), [None] * n
-
-    def run(i):
-        barrier.wait()
-        try:
-            out[i] = fn(i)
-        except Exception as exc:  # collected and asserted on by the caller
-            out[i] = exc
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    return out
-
-
-def outcome(x):
-    return x.outcome.value if hasattr(x, "outcome") and not isinstance(x, Exception) \
-        else getattr(x, "code", repr(x))
+from .support import THREADS, outcome, race
 
 
 def claim_fn(ks, tenant_id, key, on_stale="reconcile"):

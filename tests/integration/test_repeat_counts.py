@@ -13,7 +13,7 @@ from keystore_service import errors
 from keystore_service.service.claims import Claim
 from keystore_service.settings import Settings
 from tests.conftest import TEST_KEY
-from tests.integration.test_races import outcome, race
+from tests.integration.support import outcome, race
 from tests.support import T0
 
 

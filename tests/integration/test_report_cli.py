@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from keystore_service.cli import main
 from tests.support import T0
 
-from .test_operator_queries import BAD_DATES
+from .support import BAD_DATES
 
 
 def report(database_url: str, *args: str):

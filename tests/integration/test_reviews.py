@@ -10,32 +10,12 @@ from sqlalchemy import select
 from keystore_service.storage.tables import attempts, resolutions
 from tests.support import Http
 
-CLAIM = {"scope": "create_invoice", "key": "evt_1", "payload": {"amount": 100}}
-REF = {"scope": "create_invoice", "key": "evt_1"}
+from .support import CLAIM, REF, acquire, complete, mismatch
 
 
 @pytest.fixture
 def op(http, tokens):
     return Http(http.client, tokens["acme_operator"])
-
-
-def acquire(http, **over):
-    status, body, _ = http.post("/v1/claim", {**CLAIM, **over})
-    assert status == 201, body
-    return body["lease_token"]
-
-
-def complete(http, lease, state="succeeded", resource_id="INV-1"):
-    status, body, _ = http.post("/v1/complete", {**REF, "lease_token": lease, "state": state,
-                                                 "result": {"resource_id": resource_id}})
-    assert status == 200, body
-    return body
-
-
-def mismatch(http, amount=999):
-    status, body, _ = http.post("/v1/claim", {**CLAIM, "payload": {"amount": amount}})
-    assert status == 422, body
-    return body
 
 
 def stale(http, clock):

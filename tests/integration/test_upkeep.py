@@ -11,7 +11,7 @@ from sqlalchemy import delete, insert
 from keystore_service.domain import upkeep
 from keystore_service.storage.maintenance import Maintenance
 from keystore_service.storage.tables import records
-from tests.integration.test_fast_path import stored, times
+from tests.integration.support import stored, times
 from tests.support import SECOND
 
 

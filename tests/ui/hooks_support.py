@@ -1,16 +1,20 @@
 """Helpers of the Webhooks section's tests: the gateway's test provider and sink (from
 tests/gateway/support.py), sources made through the API, deliveries through the ingest URL,
-and forwarding driven by hand (Forwarding.take / forward / settle, as one relay round)."""
+forwarding driven by hand (Forwarding.take / forward / settle, as one relay round), a page's
+text, and the fixtures: the sink, acme's source "shop" and its operator "ana" signed in."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
 from keystore_service.settings import Settings
 from tests.gateway.support import KEY, Sink, create_source, register, signed
+from tests.ui.conftest import Browser
 
-__all__ = ["BODY", "Sink", "create_source", "deliver", "pump", "delivery", "hooks_settings"]
+__all__ = ["BODY", "Sink", "create_source", "deliver", "pump", "delivery", "hooks_settings",
+           "text", "sink", "shop", "ana"]
 BODY = json.dumps({"id": "evt_1", "amount": 1250}).encode()
 HOLDER = "ui-test-relay"
 
@@ -47,3 +51,19 @@ def sink():
     s = Sink()
     yield s
     s.close()
+
+
+@pytest.fixture
+def shop(operator, tokens, sink) -> dict:
+    """acme's source "shop" (the `testing` provider) forwarding to the sink."""
+    return create_source(operator, tokens["ana"], sink.url)
+
+
+@pytest.fixture
+def ana(browser, tokens) -> Browser:
+    browser.sign_in(tokens["ana"])
+    return browser
+
+
+def text(html: str) -> str:
+    return " ".join(re.sub(r"<[^>]+>", " ", html).split())

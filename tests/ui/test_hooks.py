@@ -11,33 +11,27 @@ import pytest
 
 from tests.support import Http
 
-from .conftest import Browser
-from .hooks_support import BODY, create_source, deliver, delivery, hooks_settings, pump, sink
-from .test_rules import forms
+from .hooks_support import (
+    BODY,
+    ana,
+    create_source,
+    deliver,
+    delivery,
+    hooks_settings,
+    pump,
+    shop,
+    sink,
+    text,
+)
+from .support import forms
 
-__all__ = ["sink"]
+__all__ = ["ana", "shop", "sink"]
 CHANGED = json.dumps({"id": "evt_1", "amount": 9999}).encode()
 
 
 @pytest.fixture
 def ui_settings(database_url):
     return hooks_settings(database_url)
-
-
-@pytest.fixture
-def shop(operator, tokens, sink) -> dict:
-    """acme's source "shop" (the `testing` provider) forwarding to the sink."""
-    return create_source(operator, tokens["ana"], sink.url)
-
-
-@pytest.fixture
-def ana(browser, tokens) -> Browser:
-    browser.sign_in(tokens["ana"])
-    return browser
-
-
-def text(html: str) -> str:
-    return " ".join(re.sub(r"<[^>]+>", " ", html).split())
 
 
 def failed_once(app, client, shop, sink, event_id="evt_1", body=BODY) -> None:

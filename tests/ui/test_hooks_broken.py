@@ -13,8 +13,7 @@ from keystore_service.settings import Settings
 from tests.support import Http
 
 from .conftest import Browser
-from .hooks_support import KEY, create_source, deliver, hooks_settings, sink
-from .test_hooks import text
+from .hooks_support import KEY, create_source, deliver, hooks_settings, sink, text
 
 __all__ = ["sink"]
 OTHER = Fernet.generate_key().decode()

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from .hooks_support import create_source, deliver, delivery, hooks_settings, pump, sink
-from .test_inputs import EDGES, assert_a_calm_page, query
+from .support import EDGES, assert_a_calm_page, query
 
 __all__ = ["sink"]
 GETS = {"/ui/hooks": {"anything": "x"},

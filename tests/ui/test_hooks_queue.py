@@ -10,8 +10,18 @@ from datetime import datetime
 
 import pytest
 
-from .hooks_support import BODY, create_source, deliver, delivery, hooks_settings, pump, sink
-from .test_hooks import ana, shop, text
+from .hooks_support import (
+    BODY,
+    ana,
+    create_source,
+    deliver,
+    delivery,
+    hooks_settings,
+    pump,
+    shop,
+    sink,
+    text,
+)
 
 __all__ = ["ana", "shop", "sink"]
 

@@ -7,7 +7,7 @@ import pytest
 
 from .conftest import Browser
 from .hooks_support import create_source, deliver, hooks_settings, pump, sink
-from .test_rules import forms
+from .support import forms
 
 __all__ = ["sink"]
 

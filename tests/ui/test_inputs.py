@@ -11,15 +11,8 @@ from urllib.parse import quote
 import pytest
 
 from .conftest import mismatch, stale
-from .test_rules import SCOPE, open_reviews, record_url
+from .support import EDGES, SCOPE, assert_a_calm_page, open_reviews, query, record_url
 
-EDGES = {
-    "superscript two": "%C2%B2", "arabic-indic two": "%D9%A2", "fullwidth one": "%EF%BC%91",
-    "2^63": "9223372036854775808", "forty nines": "9" * 40, "negative": "-1", "zero": "0",
-    "CR/LF": "%2Fui%2F%0D%0ASet-Cookie:%20x=1", "LF": "a%0Ab", "NUL": "%00",
-    "lone surrogate": "%ED%A0%80", "invalid UTF-8": "%FF%FE", "long": "x" * 20_000,
-    "blank": "%20%09", "empty": "", "markup": "%3Cscript%3Ex%3C%2Fscript%3E",
-}
 # Each view's fields, and the valid values the others keep while one is probed.
 GETS = {"/ui/": {"kind": "stale_lease", "scope": SCOPE, "cursor": ""},
         "/ui/record": {"scope": SCOPE, "key": "evt_1", "done": "dismiss"},
@@ -32,21 +25,6 @@ POSTS = {"/ui/resolve": {"scope": SCOPE, "key": "evt_1", "action": "mark_failed"
                          "body": "{}"},
          "/ui/expire": {"scope": SCOPE, "key": "nope"},
          "/ui/signin": {"token": "ks_wrong", "next": "/ui/"}}
-SERVER_ERROR = re.compile(r"Something went wrong|could not be shown|Traceback")
-
-
-def query(fields: dict, name: str, edge: str) -> str:
-    return "&".join(f"{k}={edge if k == name else quote(v, safe='')}"
-                    for k, v in fields.items())
-
-
-def assert_a_calm_page(resp, what) -> None:
-    assert resp.status_code < 500 and resp.mimetype == "text/html", what
-    assert not SERVER_ERROR.search(resp.get_data(as_text=True)), what
-    for name, value in resp.headers.items():
-        assert "\r" not in value and "\n" not in value and "\x00" not in value, (what, name)
-
-
 @pytest.fixture
 def signed_in(browser, acme, tokens):
     mismatch(acme, SCOPE, "evt_1")  # finished: a resolution's form is parsed, then refused

@@ -2,7 +2,7 @@
 differ (no script: marks and a list), and a key's late repeats (issue 15), both backends."""
 from __future__ import annotations
 
-from .test_rules import SCOPE, record_url
+from .support import SCOPE, record_url
 
 
 def test_kept_payloads_side_by_side_with_the_differing_paths(browser, acme, tokens):

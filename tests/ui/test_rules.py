@@ -7,7 +7,6 @@ import hashlib
 import json
 import re
 import sqlite3
-from html.parser import HTMLParser
 
 import pytest
 from itsdangerous import URLSafeSerializer
@@ -16,43 +15,11 @@ from prometheus_client.parser import text_string_to_metric_families
 from tests.support import Http
 
 from .conftest import Browser, mismatch, stale
+from .support import SCOPE, forms, open_reviews, record_url
 
-SCOPE = "create_invoice"
 # Rules that do not depend on the database run on SQLite alone (the page's queries and
 # every resolution path run on both backends below).
 sqlite_only = pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
-
-
-def record_url(key: str, scope: str = SCOPE) -> str:
-    return f"/ui/record?scope={scope}&key={key}"
-
-
-def open_reviews(http, **filters) -> list:
-    status, body, _ = http.get("/v1/reviews", **filters)
-    assert status == 200, body
-    return body["reviews"]
-
-
-class Forms(HTMLParser):
-    """Every <form>: its method, and the hidden fields it carries."""
-
-    def __init__(self):
-        super().__init__()
-        self.forms: list[dict] = []
-
-    def handle_starttag(self, tag, attrs):
-        a = dict(attrs)
-        if tag == "form":
-            self.forms.append({"method": (a.get("method") or "get").lower(),
-                               "action": a.get("action"), "hidden": {}})
-        elif tag == "input" and a.get("type") == "hidden" and self.forms:
-            self.forms[-1]["hidden"][a.get("name")] = a.get("value")
-
-
-def forms(html: str) -> list[dict]:
-    parser = Forms()
-    parser.feed(html)
-    return parser.forms
 
 
 def cookie_header(resp) -> str:

@@ -11,7 +11,7 @@ from keystore_service.app import create_app
 from keystore_service.storage.tables import ui_sessions
 
 from .conftest import Browser, mismatch
-from .test_rules import SCOPE, open_reviews, record_url
+from .support import SCOPE, open_reviews, record_url
 
 COOKIE = "keystore_ui"
 

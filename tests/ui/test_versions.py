@@ -7,7 +7,7 @@ import json
 from keystore_service.storage.tables import records, resolutions
 from keystore_service.web.ui import ui_text
 
-from .test_rules import SCOPE, record_url
+from .support import SCOPE, record_url
 
 STAMP, MICROS = "2026-01-01T00:00:00Z", "1767225600000000"
 NEWER, NEWER_MICROS = "2026-01-02T03:04:05.5Z", "1767323045500000"

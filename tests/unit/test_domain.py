@@ -10,19 +10,9 @@ from keystore_service.domain import records as domain
 from keystore_service.domain.records import Action, Outcome, Verdict
 from tests.support import SECOND, T0
 
-H = "a" * 64  # the current lease token's hash
+from .support import H, rec
+
 OTHER = "b" * 64
-
-
-def rec(**kw) -> domain.Record:
-    base = dict(id=1, tenant_id=1, scope="s", key="k", state="in_progress", fingerprint="fp1",
-                attempt=1, incarnation=1, lease_token_hash=H, lease_acquired_at=T0,
-                lease_expires_at=T0 + 300 * SECOND, on_stale="reconcile", first_seen_at=T0,
-                last_seen_at=T0, expires_at=T0 + 3600 * SECOND, duplicate_count=0,
-                checkpoint_step=None, checkpoint_resource_id=None, checkpoint_at=None,
-                result=None)
-    base.update(kw)
-    return domain.Record(**base)
 
 
 def claim(r, fp="fp1", now=T0 + SECOND):

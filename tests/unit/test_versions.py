@@ -5,7 +5,7 @@ import pytest
 
 from keystore_service.domain import records as domain
 from keystore_service.domain import versions
-from tests.unit.test_domain import rec
+from tests.unit.support import rec
 
 
 @pytest.mark.parametrize("a,b", [
