@@ -7,6 +7,7 @@ from collections.abc import Callable
 from keystore_service.web.api import bulk_schemas as bs
 from keystore_service.web.api import schemas
 
+REF = "#/components/schemas/{model}"
 MODELS = [bs.BulkRequest, bs.MatchedResponse, bs.JobResponse]
 
 
@@ -23,8 +24,11 @@ def paths(json_: Callable, errors_: Callable, body_of: Callable) -> dict:
                        "counts, otherwise a job over the set fixed when it starts (operator)",
             "operationId": "bulkDeliveries", "parameters": key,
             "requestBody": body_of(bs.BulkRequest),
-            "responses": {"200": json_(bs.MatchedResponse, "dry_run: how many match; or the "
-                                                           "job of a repeated Idempotency-Key"),
+            "responses": {"200": {"description": "dry_run: how many match; or the job of an "
+                                                 "Idempotency-Key seen before",
+                                  "content": {"application/json": {"schema": {"oneOf": [
+                                      {"$ref": REF.format(model=m.__name__)}
+                                      for m in (bs.MatchedResponse, bs.JobResponse)]}}}},
                           "202": json_(bs.JobResponse, "the job, started"), **op,
                           **errors_("413"),
                           "422": json_(schemas.ErrorResponse, "fingerprint_mismatch: the "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Literal, Optional
 
-from pydantic import AfterValidator, Field, StringConstraints, model_validator
+from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model_validator
 
 from keystore_service.domain import versions
 from keystore_service.domain.bulk import ACTIONS, JOB_STATES, Filter
@@ -67,6 +67,11 @@ def micros(instant: str) -> int:
 
 
 class BulkRequest(_Body):
+    # Said here for /openapi.json (the API checks it): force belongs to redeliver only.
+    model_config = ConfigDict(json_schema_extra={
+        "if": {"properties": {"action": {"enum": ["retry", "dismiss"]}}, "required": ["action"]},
+        "then": {"properties": {"force": {"const": False}}}})
+
     action: Literal[ACTIONS]
     filter: BulkFilter = Field(default_factory=BulkFilter)
     force: bool = Field(False, description="redeliver only: delivered events go out again")
