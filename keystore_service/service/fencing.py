@@ -19,7 +19,7 @@ from keystore_service.domain.records import Record, State
 from keystore_service.storage.accounts import hash_token
 
 # Every lease token: the service's own ("lt_" + 32 of base64url, new_lease_token) and
-# the ones clients propose (web/api/schemas.py ProposedToken uses this same pattern).
+# the ones clients propose (web/api/field_types.py ProposedToken uses this same pattern).
 LEASE_TOKEN_PATTERN = r"^lt_[A-Za-z0-9_-]{22,64}$"
 _LEASE_TOKEN = re.compile(LEASE_TOKEN_PATTERN)
 _USE = "send the lease_token that the claim which acquired the key returned"
