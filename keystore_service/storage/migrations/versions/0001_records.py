@@ -23,9 +23,13 @@ def exact(length=None):
 
 
 def upgrade() -> None:
-    sqlite = op.get_bind().dialect.name == "sqlite"
-    scope_charset = ("scope NOT GLOB '*[^A-Za-z0-9_.:-]*'" if sqlite
-                     else "scope ~ '^[A-Za-z0-9_.:-]+$'")
+    _tenants()
+    _tokens()
+    _records(sqlite=op.get_bind().dialect.name == "sqlite")
+    _attempts()
+
+
+def _tenants() -> None:
     op.create_table(
         "tenants",
         sa.Column("id", sa.Integer, primary_key=True),
@@ -34,6 +38,9 @@ def upgrade() -> None:
         sa.UniqueConstraint("name", name="uq_tenants_name"),
         sa.CheckConstraint("length(name) BETWEEN 1 AND 64", name="ck_tenants_name_length"),
     )
+
+
+def _tokens() -> None:
     op.create_table(
         "tokens",
         sa.Column("id", sa.Integer, primary_key=True),
@@ -49,6 +56,11 @@ def upgrade() -> None:
         sa.CheckConstraint("role IN ('client', 'operator')", name="ck_tokens_role"),
         sa.CheckConstraint("length(name) BETWEEN 1 AND 128", name="ck_tokens_name_length"),
     )
+
+
+def _records(sqlite: bool) -> None:
+    scope_charset = ("scope NOT GLOB '*[^A-Za-z0-9_.:-]*'" if sqlite
+                     else "scope ~ '^[A-Za-z0-9_.:-]+$'")
     op.create_table(
         "records",
         sa.Column("id", Id, primary_key=True),
@@ -86,6 +98,9 @@ def upgrade() -> None:
         sa.CheckConstraint("state <> 'in_progress' OR lease_expires_at IS NOT NULL",
                            name="ck_records_lease_when_in_progress"),
     )
+
+
+def _attempts() -> None:
     op.create_table(
         "attempts",
         sa.Column("id", Id, primary_key=True),

@@ -24,6 +24,16 @@ def exact(length=None):
 
 
 def upgrade() -> None:
+    _records()
+    _reviews()
+    _resolutions()
+    _job_locks()
+    _service_secrets()
+
+
+def _records() -> None:
+    """The columns a review and a result's resource id need, and the indexes of the
+    sweeper (expiry), the reconciler (stale leases) and the report (shared resources)."""
     with op.batch_alter_table("records") as batch:
         batch.add_column(sa.Column("review_id", Id, nullable=True))
         batch.add_column(sa.Column("result_resource_id", sa.Text, nullable=True))
@@ -35,6 +45,9 @@ def upgrade() -> None:
     op.create_index("ix_records_resource", "records",
                     ["tenant_id", "scope", "result_resource_id"],
                     postgresql_where=has_resource, sqlite_where=has_resource)
+
+
+def _reviews() -> None:
     op.create_table(
         "reviews",
         sa.Column("id", Id, primary_key=True),
@@ -68,6 +81,9 @@ def upgrade() -> None:
                     postgresql_where=is_open, sqlite_where=is_open)
     op.create_index("ix_reviews_tenant_id_state_opened_at", "reviews",
                     ["tenant_id", "state", "opened_at"])
+
+
+def _resolutions() -> None:
     op.create_table(
         "resolutions",
         sa.Column("id", Id, primary_key=True),
@@ -85,18 +101,23 @@ def upgrade() -> None:
     )
     op.create_index("ix_resolutions_tenant_id_scope_key", "resolutions",
                     ["tenant_id", "scope", "key"])
+
+
+def _job_locks() -> None:
     op.create_table(
         "job_locks",
         sa.Column("name", sa.String(64), primary_key=True),
         sa.Column("holder", sa.Text, nullable=False),
         sa.Column("expires_at", sa.BigInteger, nullable=False),
     )
+
+
+def _service_secrets() -> None:
     op.create_table(
         "service_secrets",
         sa.Column("name", sa.String(64), primary_key=True),
         sa.Column("value", sa.Text, nullable=False),
     )
-
 
 def downgrade() -> None:
     for table in ("service_secrets", "job_locks", "resolutions", "reviews"):

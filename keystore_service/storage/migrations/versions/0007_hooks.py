@@ -25,6 +25,14 @@ def exact(length=None):
 
 
 def upgrade() -> None:
+    _reviews()
+    _hook_sources()
+    _hook_events()
+    _hook_attempts()
+
+
+def _reviews() -> None:
+    """Two review kinds more (delivery_failed, late_repeat), and a kept body beside a review."""
     sqlite = op.get_bind().dialect.name == "sqlite"
     is_open = sa.text("state = 'open'")
     if sqlite:  # SQLite rebuilds the table to change a CHECK; its partial index goes first
@@ -37,6 +45,8 @@ def upgrade() -> None:
         op.create_index("uq_reviews_open", "reviews", ["record_id", "kind"], unique=True,
                         sqlite_where=is_open)
 
+
+def _hook_sources() -> None:
     op.create_table(
         "hook_sources",
         sa.Column("id", sa.Integer, primary_key=True),
@@ -67,6 +77,9 @@ def upgrade() -> None:
                            "ttl_seconds >= 1 AND retry_window_seconds >= 1",
                            name="ck_hook_sources_limits"),
     )
+
+
+def _hook_events() -> None:
     op.create_table(
         "hook_events",
         sa.Column("id", Id, primary_key=True),
@@ -100,6 +113,9 @@ def upgrade() -> None:
     op.create_index("ix_hook_events_source_id_state", "hook_events", ["source_id", "state"])
     op.create_index("ix_hook_events_tenant_id_received_at", "hook_events",
                     ["tenant_id", "received_at"])
+
+
+def _hook_attempts() -> None:
     op.create_table(
         "hook_attempts",
         sa.Column("id", Id, primary_key=True),
@@ -114,7 +130,6 @@ def upgrade() -> None:
         sa.Column("answer", sa.Text, nullable=True),
     )
     op.create_index("ix_hook_attempts_event_pk", "hook_attempts", ["event_pk"])
-
 
 def downgrade() -> None:
     op.drop_table("hook_attempts")
