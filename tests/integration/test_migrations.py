@@ -1,6 +1,8 @@
 """The migrations create what tables.py describes, and enforce the rules themselves."""
 from __future__ import annotations
 
+import time
+
 import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
@@ -10,6 +12,8 @@ from sqlalchemy.exc import DataError, IntegrityError
 from keystore_service.storage import migrate
 from keystore_service.storage.db import normalise_url
 from keystore_service.storage.tables import metadata, records, tenants
+
+HOUR = 3600 * 1_000_000
 
 
 @pytest.fixture
@@ -81,3 +85,34 @@ def test_upgrading_from_0001_keeps_the_records(tmp_path):
         row = conn.execute(select(records)).one()
     engine.dispose()
     assert (row.key, row.duplicate_count, row.version_kind, row.version) == ("k", 3, None, None)
+
+
+def test_an_upgrade_cuts_a_pause_stored_before_the_bound(tmp_path):
+    """A source paused until 2058 by a Retry-After before the bound existed is paused for
+    an hour after the upgrade at most (migration 0009)."""
+    from alembic import command
+    from sqlalchemy import create_engine, text
+
+    url = f"sqlite:///{tmp_path}/old.db"
+    engine = create_engine(url)
+    with engine.begin() as conn:
+        cfg = migrate._config()
+        cfg.attributes["connection"] = conn
+        command.upgrade(cfg, "0008_late_repeats")
+        conn.execute(text("INSERT INTO tenants (id, name, created_at) VALUES (1, 't', 0)"))
+        conn.execute(text(
+            "INSERT INTO hook_sources (tenant_id, name, provider, ingest_hash, sealed, config, "
+            "destination_url, timeout_seconds, ttl_seconds, retry_window_seconds, "
+            "max_in_flight, keep_body_seconds, state, created_at, updated_at, paused_until) "
+            "VALUES (1, 's', 'generic', 'h', 'x', '{}', 'http://127.0.0.1/', 10, 999999, 3600, "
+            "4, 0, 'active', 0, 0, 2800000000000000)"))  # 2058
+    engine.dispose()
+    before = time.time()
+    migrate.upgrade(url)
+    engine = create_engine(url)
+    with engine.connect() as conn:
+        until, bound = conn.execute(text(
+            "SELECT paused_until, max_pause_seconds FROM hook_sources")).one()
+    engine.dispose()
+    assert bound == 3600
+    assert before * 1e6 + HOUR <= until <= time.time() * 1e6 + HOUR
