@@ -176,6 +176,10 @@ def _body_of(model: type[BaseModel]) -> dict:
 def _gateway() -> dict:
     """The inbound webhook gateway: sources and deliveries (operator), and the ingest URL."""
     op = _errors("400", "401", "403", "429", "503")
+    return {**_sources(op), **_deliveries(op)}
+
+
+def _sources(op: dict) -> dict:
     name = [{"name": "name", "in": "path", "required": True,
              "schema": {"type": "string", "pattern": "^[a-z0-9_-]{1,64}$"}}]
     one = {"200": _json(hs.SourceResponse, "the source (never its secrets)"), **op,
@@ -204,6 +208,11 @@ def _gateway() -> dict:
                        "none is forwarded, none fails; resume ends it",
             "parameters": name, "requestBody": {**_body_of(hs.Pause), "required": False},
             "responses": {**one, **_errors("413")}}},
+    }
+
+
+def _deliveries(op: dict) -> dict:
+    return {
         "/v1/deliveries/retry": {"post": {
             "summary": "Retry now: a queued event, or every queued event of a source, is due "
                        "at once whatever its backoff (operator)",
