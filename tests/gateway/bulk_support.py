@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 import time
 
-from .support import create_source
-from .test_forwarding import pump
-from .test_ingest import deliver
+from .support import create_source, deliver, pump
 
 
 def events(gw, source: dict, n: int, kind: str = "invoice.paid", first: int = 0) -> list[str]:

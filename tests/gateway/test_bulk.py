@@ -16,9 +16,7 @@ from keystore_service.storage.bulk_tables import bulk_job_items, bulk_jobs
 from tests.support import Http
 
 from .bulk_support import bulk, events, failed_source, wait_for
-from .support import KEY, Sink, create_source
-from .test_forwarding import pump
-from .test_ingest import count
+from .support import KEY, Sink, count, create_source, pump
 
 
 def operator(ks, op):

@@ -9,8 +9,7 @@ import json
 import pytest
 
 from .bulk_support import failed_source
-from .support import Sink
-from .test_cli import cli
+from .support import Sink, cli
 
 
 @pytest.fixture

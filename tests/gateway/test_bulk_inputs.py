@@ -10,8 +10,7 @@ import pytest
 from keystore_service.storage.bulk_tables import bulk_jobs
 
 from .bulk_support import bulk, events
-from .support import create_source
-from .test_ingest import count
+from .support import count, create_source
 
 
 @pytest.fixture

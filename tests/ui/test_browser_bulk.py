@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from tests.support import Api
 
-from .test_browser import ARTIFACTS, chromium, page, sign_in
-from .test_browser_hooks import WAIT_S, send, served, sink, source, state, wait_for
+from .browser_hooks_support import WAIT_S, send, served, sink, source, state, wait_for
+from .chromium import ARTIFACTS, chromium, page, sign_in
 
 __all__ = ["chromium", "page", "served", "sink"]
 MANY = 600  # events of the job that is cancelled: it runs for a few seconds on this machine

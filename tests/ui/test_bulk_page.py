@@ -10,11 +10,10 @@ import time
 import pytest
 
 from keystore_service.storage.bulk_tables import bulk_jobs
-from tests.gateway.test_ingest import count
+from tests.gateway.support import count
 
-from .hooks_support import create_source, deliver, hooks_settings, pump
+from .hooks_support import create_source, deliver, hooks_settings, pump, text
 from .hooks_support import sink as _sink  # noqa: F401 (a fixture)
-from .test_hooks import text
 
 
 @pytest.fixture
