@@ -89,7 +89,7 @@ def test_a_group_answers_and_writes_as_one_by_one(ks, clock, monkeypatch):
     def held_in_flight(many):
         if not held.is_set():
             held.set()
-            deadline = time.monotonic() + 10
+            deadline = time.monotonic() + 30  # a bound only: every claim queues in well under 1 s
             while len(groups._queue) < len(CLAIMS) and time.monotonic() < deadline:
                 time.sleep(0.002)
         return real(many)
@@ -104,8 +104,10 @@ def test_a_group_answers_and_writes_as_one_by_one(ks, clock, monkeypatch):
         threads.append(threading.Thread(target=lambda i=i, claim=claim: got.__setitem__(
             i, answer(_try(ks.service.claim, grouped, claim)))))
         threads[-1].start()
-        while len(groups._queue) <= i:  # queued in this order: the same order as above
-            time.sleep(0.001)
+        queued_by = time.monotonic() + 30  # bounded, as the held claim's wait is
+        while len(groups._queue) <= i and time.monotonic() < queued_by:
+            time.sleep(0.001)  # queued in this order: the same order as above
+        assert len(groups._queue) > i, f"claim {i} was not queued behind the held one"
     for t in [blocker, *threads]:
         t.join(30)
     statements, members = groups.groups - before[0], groups.members - before[1]
