@@ -90,7 +90,7 @@ def delivery_bulk(tenant_name: str, action: str, force: bool, dry_run: bool,
 
 def _follow(ks: Any, job: Any) -> Any:
     """Run the job here, writing its progress every POLL_SECONDS."""
-    runner = threading.Thread(target=ks.gateway.bulk.run, args=(job.id,), daemon=True)
+    runner = threading.Thread(target=ks.gateway.bulk.run, args=(job,), daemon=True)
     runner.start()
     while runner.is_alive():
         runner.join(POLL_SECONDS)

@@ -59,24 +59,24 @@ class Alerts:
         return len(taken)
 
     def _one(self, notice: Notice) -> None:
-        channel = self.store.by_id(notice.channel_id)
+        channel = self.store.by_id(notice.tenant_id, notice.channel_id)
         if channel is None:  # deleted meanwhile: its notices went with it
             return
         now = self.clock()
         body = json.loads(notice.body)
         with self.store.transaction() as cur:
-            n, first = self.store.sent_since(cur, channel.id, now - HOUR)
+            n, first = self.store.sent_since(cur, channel, now - HOUR)
             if notice.event not in ("test", "more") and n >= words.NOTICES_PER_HOUR:
                 self.store.settle(cur, notice, self.holder, "held", now)
-                if self.store.hold(cur, channel.id, now):
+                if self.store.hold(cur, channel, now):
                     self.store.add_notice(cur, channel, None, "more", now, {}, now,
                                           at=(first or now) + HOUR)
                 return
             if notice.event == "more":
-                held = self.store.held(cur, channel.id)
+                held = self.store.held(cur, channel)
                 if not held:  # nothing was held after all (its channel's notices went)
                     self.store.settle(cur, notice, self.holder, "folded", now)
-                    self.store.fold(cur, channel.id, 0)
+                    self.store.fold(cur, channel, 0)
                     return
                 body = {"count": len(held), "upto": max((h.id for h in held), default=0),
                         "kinds": sorted({json.loads(h.body).get("kind", h.event)
@@ -122,7 +122,7 @@ class Alerts:
             if error is None:
                 if self.store.settle(cur, notice, self.holder, "sent", now) and \
                         notice.event == "more":
-                    self.store.fold(cur, channel.id, body["upto"])
+                    self.store.fold(cur, channel, body["upto"])
                 return
             attempt = notice.attempts + 1
             final = error.startswith("give up") or error.startswith("the destination") or \

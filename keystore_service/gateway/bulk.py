@@ -86,7 +86,7 @@ class Bulk:
             log.info("bulk %s job %d by %r: %d events", action, job.id, who.token_name,
                      job.matched)  # %r: escaped
             if background:
-                self._spawn(job.id)
+                self._spawn(job)
         return job, created
 
     def get(self, tenant_id: int, job_id: int) -> Job:
@@ -108,43 +108,44 @@ class Bulk:
 
     # --- running ----------------------------------------------------------------------------
 
-    def _spawn(self, job_id: int) -> None:
-        thread = threading.Thread(target=self.run, args=(job_id,), daemon=True,
-                                  name=f"keystore-bulk-{job_id}")
+    def _spawn(self, job: Job) -> None:
+        thread = threading.Thread(target=self.run, args=(job,), daemon=True,
+                                  name=f"keystore-bulk-{job.id}")
         self._threads = [t for t in self._threads if t.is_alive()] + [thread]
         thread.start()
 
-    def run(self, job_id: int, limit: Optional[int] = None) -> Optional[str]:
+    def run(self, job: Job, limit: Optional[int] = None) -> Optional[str]:
         """Run the job while this runner holds it: each event without an outcome, in order,
         until none is left (done), it is cancelled, or another runner holds it. `limit`
         stops after that many events (tests: a runner that stops). The job's state when
         this runner let go, None when it never held it."""
-        if not self.store.claim(job_id, self.holder, self.clock(), self._until()):
+        job_id = job.id
+        if not self.store.claim(job, self.holder, self.clock(), self._until()):
             return None
-        job = self.store.by_id(job_id)
+        job = self.store.get(job.tenant_id, job_id)  # as it is now that this runner holds it
         who = Principal(job.tenant_id, "", "operator", job.created_by)
         acted = 0
         try:
             while not self._stop.is_set():
-                items = self.store.next_items(job_id, BATCH)
+                items = self.store.next_items(job, BATCH)
                 if not items:
-                    done = self.store.finish(job_id, self.holder, JobState.DONE.value,
+                    done = self.store.finish(job, self.holder, JobState.DONE.value,
                                              self.clock())
-                    return JobState.DONE.value if done else self._state(job_id)
+                    return JobState.DONE.value if done else self._state(job)
                 for item in items:
                     if limit is not None and acted >= limit:
                         return JobState.RUNNING.value
-                    state = self.store.settle(job_id, item.seq, self._act(job, who, item),
+                    state = self.store.settle(job, item.seq, self._act(job, who, item),
                                               self.holder, self._until())
                     acted += 1
                     if state != JobState.RUNNING.value:
-                        return state or self._state(job_id)
+                        return state or self._state(job)
         except errors.Unavailable:  # the database went away: the lease runs out, and the
             log.warning("bulk job %d paused: the database is unavailable", job_id)
             return JobState.RUNNING.value  # watcher of some process goes on with it later
         except Exception as exc:  # a bug: the job says so instead of running forever
             log.exception("bulk job %d failed", job_id)
-            self.store.finish(job_id, self.holder, JobState.FAILED.value, self.clock(),
+            self.store.finish(job, self.holder, JobState.FAILED.value, self.clock(),
                               type(exc).__name__)
             return JobState.FAILED.value
         return JobState.RUNNING.value
@@ -181,9 +182,9 @@ class Bulk:
                                 review.id)
         return True
 
-    def _state(self, job_id: int) -> Optional[str]:
-        job = self.store.by_id(job_id)
-        return job.state if job else None
+    def _state(self, job: Job) -> Optional[str]:
+        now = self.store.get(job.tenant_id, job.id)
+        return now.state if now else None
 
     def _until(self) -> Micros:
         return self.clock() + LEASE_SECONDS * SECOND
@@ -193,12 +194,12 @@ class Bulk:
     def resume_one(self) -> Optional[int]:
         """Take over one running job whose runner's lease ran out, and run it here (in this
         thread); its id, None when there was none."""
-        job_id = self.store.orphan(self.clock())
-        if job_id is None:
+        job = self.store.orphan(self.clock())
+        if job is None:
             return None
-        log.info("bulk job %d: its runner stopped; going on with it", job_id)
-        self.run(job_id)
-        return job_id
+        log.info("bulk job %d: its runner stopped; going on with it", job.id)
+        self.run(job)
+        return job.id
 
     def watch(self, every: float = WATCH_SECONDS) -> threading.Thread:
         """A daemon thread that resumes orphaned jobs every `every` seconds."""

@@ -17,6 +17,11 @@ from keystore_service.storage.db import Database
 from keystore_service.storage.sql import Sql
 
 C, N = alert_channels.c, alert_notices.c
+# A channel, a notice, a channel's notices: always with their tenant (single-shard on Citus,
+# docs/scaling.md).
+ONE = (C.tenant_id == bindparam("tenant_id")) & (C.id == bindparam("cid"))
+NOTICE = (N.tenant_id == bindparam("tenant_id")) & (N.id == bindparam("id"))
+OF_CHANNEL = (N.tenant_id == bindparam("tenant_id")) & (N.channel_id == bindparam("cid"))
 CHANGEABLE = ("sealed", "shown", "to_address", "kinds", "remind_after_seconds", "daily_report")
 
 
@@ -76,18 +81,17 @@ class AlertStore:
         self._of_tenant = Sql(select(alert_channels).where(
             C.tenant_id == bindparam("tenant_id")).order_by(C.name), d)
         self._all = Sql(select(alert_channels).order_by(C.id), d)
-        self._by_id = Sql(select(alert_channels).where(C.id == bindparam("id")), d)
-        self._change = {n: Sql(update(alert_channels).where(C.id == bindparam("cid")).values(
+        self._by_id = Sql(select(alert_channels).where(ONE), d)
+        self._change = {n: Sql(update(alert_channels).where(ONE).values(
             {n: bindparam(n), "updated_at": bindparam("now")}), d) for n in CHANGEABLE}
-        self._delete = Sql(delete(alert_channels).where(C.id == bindparam("cid")), d)
+        self._delete = Sql(delete(alert_channels).where(ONE), d)
         self._report_day = Sql(update(alert_channels).where(
-            C.id == bindparam("cid"), or_(C.report_day.is_(None),
-                                          C.report_day < bindparam("day"))).values(
+            ONE, or_(C.report_day.is_(None), C.report_day < bindparam("day"))).values(
             report_day=bindparam("day")), d)
         self._hold = Sql(update(alert_channels).where(
-            C.id == bindparam("cid"), C.held_since.is_(None)).values(
+            ONE, C.held_since.is_(None)).values(
             held_since=bindparam("now")), d)
-        self._unhold = Sql(update(alert_channels).where(C.id == bindparam("cid")).values(
+        self._unhold = Sql(update(alert_channels).where(ONE).values(
             held_since=null()), d)
         cols = [f.name for f in fields(Notice) if f.name != "id"]
         ins = (sqlite if db.sqlite else postgresql).insert(alert_notices).values(
@@ -100,22 +104,22 @@ class AlertStore:
             (N.state == "sending") & (N.lease_until <= bindparam("now"))))
             .order_by(N.next_attempt_at).limit(bindparam("n")), d)
         self._lease = Sql(update(alert_notices).where(
-            N.id == bindparam("id"), N.state == bindparam("old"),
+            NOTICE, N.state == bindparam("old"),
             N.attempts == bindparam("attempts")).values(
             state="sending", lease_holder=bindparam("holder"), lease_until=bindparam("until"),
             attempts=N.attempts + 1), d)
         self._result = Sql(update(alert_notices).where(
-            N.id == bindparam("id"), N.state == "sending",
+            NOTICE, N.state == "sending",
             N.lease_holder == bindparam("holder")).values(
             state=bindparam("state"), next_attempt_at=bindparam("next"),
             sent_at=bindparam("sent_at"), last_error=bindparam("error"), lease_holder=null(),
             lease_until=null()), d)
         self._sent_since = Sql(select(func.count(), func.min(N.sent_at)).where(
-            N.channel_id == bindparam("cid"), N.sent_at >= bindparam("since")), d)
+            OF_CHANNEL, N.sent_at >= bindparam("since")), d)
         self._held = Sql(select(alert_notices).where(
-            N.channel_id == bindparam("cid"), N.state == "held").order_by(N.id), d)
+            OF_CHANNEL, N.state == "held").order_by(N.id), d)
         self._fold = Sql(update(alert_notices).where(
-            N.channel_id == bindparam("cid"), N.state == "held",
+            OF_CHANNEL, N.state == "held",
             N.id <= bindparam("upto")).values(state="folded"), d)
         self._counts = Sql(select(N.state, func.count()).where(
             or_(N.state == "sent", N.state == "failed")).group_by(N.state), d)
@@ -131,8 +135,8 @@ class AlertStore:
         row = self._one(self._named, {"tenant_id": tenant_id, "name": name}, cur)
         return Channel(*row) if row else None
 
-    def by_id(self, channel_id: int, cur: Any = None) -> Optional[Channel]:
-        row = self._one(self._by_id, {"id": channel_id}, cur)
+    def by_id(self, tenant_id: int, channel_id: int, cur: Any = None) -> Optional[Channel]:
+        row = self._one(self._by_id, {"tenant_id": tenant_id, "cid": channel_id}, cur)
         return Channel(*row) if row else None
 
     def of_tenant(self, tenant_id: int, cur: Any = None) -> list[Channel]:
@@ -147,14 +151,14 @@ class AlertStore:
 
     def change(self, cur: Any, channel: Channel, changes: dict, now: Micros) -> None:
         for name, value in changes.items():
-            self._change[name].run(cur, {"cid": channel.id, name: value, "now": now})
+            self._change[name].run(cur, {**_of(channel), name: value, "now": now})
 
     def delete(self, cur: Any, channel: Channel) -> None:
-        self._delete.run(cur, {"cid": channel.id})
+        self._delete.run(cur, _of(channel))
 
     def claim_report_day(self, cur: Any, channel: Channel, day: str) -> bool:
         """True for the one process that may send `day`'s report to the channel."""
-        return self._report_day.run(cur, {"cid": channel.id, "day": day}).rowcount == 1
+        return self._report_day.run(cur, {**_of(channel), "day": day}).rowcount == 1
 
     # --- notices ------------------------------------------------------------------------
 
@@ -174,7 +178,8 @@ class AlertStore:
         with self.db.connection() as cur:
             for row in self._due.all(cur, {"now": now, "n": n}):
                 notice = Notice(*row)
-                if self._lease.run(cur, {"id": notice.id, "old": notice.state,
+                if self._lease.run(cur, {"tenant_id": notice.tenant_id,
+                                         "id": notice.id, "old": notice.state,
                                          "attempts": notice.attempts, "holder": holder,
                                          "until": lease_until}).rowcount == 1:
                     taken.append(notice)
@@ -184,26 +189,27 @@ class AlertStore:
                next_at: Optional[Micros] = None, error: Optional[str] = None) -> bool:
         """The leased notice's result; False when its lease was taken over meanwhile."""
         return self._result.run(cur, {
-            "id": notice.id, "holder": holder, "state": state,
+            "tenant_id": notice.tenant_id, "id": notice.id, "holder": holder,
+            "state": state,
             "next": next_at if next_at is not None else notice.next_attempt_at,
             "sent_at": now if state == "sent" else None, "error": error}).rowcount == 1
 
-    def sent_since(self, cur: Any, channel_id: int, since: Micros) -> tuple[int, Optional[int]]:
+    def sent_since(self, cur: Any, channel: Channel, since: Micros) -> tuple[int, Optional[int]]:
         """How many of the channel's notices went since `since`, and the first one's time."""
-        n, first = self._sent_since.one(cur, {"cid": channel_id, "since": since})
+        n, first = self._sent_since.one(cur, {**_of(channel), "since": since})
         return n, first
 
-    def hold(self, cur: Any, channel_id: int, now: Micros) -> bool:
+    def hold(self, cur: Any, channel: Channel, now: Micros) -> bool:
         """Mark the channel as holding notices back; True for the first to do so."""
-        return self._hold.run(cur, {"cid": channel_id, "now": now}).rowcount == 1
+        return self._hold.run(cur, {**_of(channel), "now": now}).rowcount == 1
 
-    def held(self, cur: Any, channel_id: int) -> list[Notice]:
-        return [Notice(*r) for r in self._held.all(cur, {"cid": channel_id})]
+    def held(self, cur: Any, channel: Channel) -> list[Notice]:
+        return [Notice(*r) for r in self._held.all(cur, _of(channel))]
 
-    def fold(self, cur: Any, channel_id: int, upto: int) -> None:
+    def fold(self, cur: Any, channel: Channel, upto: int) -> None:
         """The held notices up to id `upto` were told by one "N more" notice."""
-        self._fold.run(cur, {"cid": channel_id, "upto": upto})
-        self._unhold.run(cur, {"cid": channel_id})
+        self._fold.run(cur, {**_of(channel), "upto": upto})
+        self._unhold.run(cur, _of(channel))
 
     def notice_counts(self) -> dict[str, int]:
         with self.db.connection() as cur:
@@ -222,3 +228,8 @@ class AlertStore:
             return stmt.one(cur, params)
         with self.db.connection() as c:
             return stmt.one(c, params)
+
+
+def _of(channel: Channel) -> dict:
+    """What addresses a channel: its tenant and its id."""
+    return {"tenant_id": channel.tenant_id, "cid": channel.id}

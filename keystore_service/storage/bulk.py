@@ -97,21 +97,26 @@ class BulkStore:
                                                    J.idempotency_key == bindparam("key")), d)
         self._get = Sql(select(bulk_jobs).where(J.tenant_id == bindparam("tid"),
                                                 J.id == bindparam("id")), d)
-        self._by_id = Sql(select(bulk_jobs).where(J.id == bindparam("id")), d)
-        self._matched = Sql(update(bulk_jobs).where(J.id == bindparam("id")).values(
+        # The runner's statements name the job's tenant too (single-shard on Citus); a job's
+        # items have no tenant_id and go by their job's id, joined to it (scaling.md).
+        job = (J.tenant_id == bindparam("tid")) & (J.id == bindparam("id"))
+        self._matched = Sql(update(bulk_jobs).where(job).values(
             matched=bindparam("n")).returning(*bulk_jobs.c), d)
         self._next = Sql(select(It.seq, It.event_pk, S.name, E.event_id, E.state)
-                         .select_from(bulk_job_items.outerjoin(hook_events, E.id == It.event_pk)
-                                      .outerjoin(hook_sources, S.id == E.source_id))
-                         .where(It.job_id == bindparam("id"), It.outcome.is_(None))
+                         .select_from(bulk_job_items.join(bulk_jobs, J.id == It.job_id)
+                                      .outerjoin(hook_events, (E.id == It.event_pk)
+                                                 & (E.tenant_id == J.tenant_id))
+                                      .outerjoin(hook_sources, (S.id == E.source_id)
+                                                 & (S.tenant_id == J.tenant_id)))
+                         .where(job, It.outcome.is_(None))
                          .order_by(It.seq).limit(bindparam("limit")), d)
         self._claim = Sql(update(bulk_jobs).where(
-            J.id == bindparam("id"), J.state == RUNNING,
+            job, J.state == RUNNING,
             or_(J.lease_until.is_(None), J.lease_until < bindparam("now"),
                 J.lease_holder == bindparam("holder"))).values(
             lease_holder=bindparam("holder"), lease_until=bindparam("until")
         ).returning(J.id), d)
-        self._orphan = Sql(select(J.id).where(
+        self._orphan = Sql(select(bulk_jobs).where(
             J.state == RUNNING, or_(J.lease_until.is_(None), J.lease_until < bindparam("now"))
         ).order_by(J.id).limit(1), d)
         self._item = Sql(update(bulk_job_items).where(
@@ -120,12 +125,12 @@ class BulkStore:
         # The progress counts under the runner's lease; a cancel meanwhile is seen in the
         # state returned (the event acted on is counted all the same).
         self._progress = {outcome: Sql(update(bulk_jobs).where(
-            J.id == bindparam("id"), J.lease_holder == bindparam("holder")).values(
+            job, J.lease_holder == bindparam("holder")).values(
             {outcome: getattr(J, outcome) + 1,
              "lease_until": bindparam("until")}).returning(J.state), d)
             for outcome in ("done", "skipped")}
         self._finish = Sql(update(bulk_jobs).where(
-            J.id == bindparam("id"), J.lease_holder == bindparam("holder"),
+            job, J.lease_holder == bindparam("holder"),
             J.state == RUNNING).values(state=bindparam("state"), finished_at=bindparam("now"),
                                        lease_holder=null(), lease_until=null(),
                                        last_error=bindparam("error")).returning(J.id), d)
@@ -156,55 +161,51 @@ class BulkStore:
             added = Sql(insert(bulk_job_items).from_select(
                 ["job_id", "seq", "event_pk", "outcome"], numbered), self.db.engine.dialect
             ).run(cur).rowcount
-            return Job(*self._matched.one(cur, {"id": job.id, "n": added})), True
+            return Job(*self._matched.one(cur, {"tid": job.tenant_id, "id": job.id,
+                                                "n": added})), True
 
     def get(self, tenant_id: int, job_id: int) -> Optional[Job]:
         with self.db.connection() as cur:
             row = self._get.one(cur, {"tid": tenant_id, "id": job_id})
         return Job(*row) if row else None
 
-    def by_id(self, job_id: int) -> Optional[Job]:
-        with self.db.connection() as cur:
-            row = self._by_id.one(cur, {"id": job_id})
-        return Job(*row) if row else None
-
-    def claim(self, job_id: int, holder: str, now: Micros, until: Micros) -> bool:
+    def claim(self, job: Job, holder: str, now: Micros, until: Micros) -> bool:
         """Take (or renew) the job's lease: it runs and no other runner's lease is live."""
         with self.db.transaction() as cur:
-            return self._claim.one(cur, {"id": job_id, "holder": holder, "now": now,
+            return self._claim.one(cur, {**_of(job), "holder": holder, "now": now,
                                          "until": until}) is not None
 
-    def orphan(self, now: Micros) -> Optional[int]:
+    def orphan(self, now: Micros) -> Optional[Job]:
         """A running job whose runner's lease ran out (its process died or stalled)."""
         with self.db.connection() as cur:
             row = self._orphan.one(cur, {"now": now})
-        return row[0] if row else None
+        return Job(*row) if row else None
 
-    def next_items(self, job_id: int, limit: int) -> list[Item]:
+    def next_items(self, job: Job, limit: int) -> list[Item]:
         with self.db.connection() as cur:
-            return [Item(*row) for row in self._next.all(cur, {"id": job_id, "limit": limit})]
+            return [Item(*row) for row in self._next.all(cur, {**_of(job), "limit": limit})]
 
-    def settle(self, job_id: int, seq: int, outcome: str, holder: str, until: Micros
+    def settle(self, job: Job, seq: int, outcome: str, holder: str, until: Micros
                ) -> Optional[str]:
         """Write an event's outcome ("done" | "skipped") and count it, while `holder` holds
         the job; the job's state after it (None: another runner holds it now, nothing was
         written)."""
         try:
             with self.db.transaction() as cur:
-                state = self._progress[outcome].one(cur, {"id": job_id, "holder": holder,
+                state = self._progress[outcome].one(cur, {**_of(job), "holder": holder,
                                                           "until": until})
                 if state is None:
                     return None
-                if self._item.one(cur, {"id": job_id, "seq": seq, "outcome": outcome}) is None:
+                if self._item.one(cur, {"id": job.id, "seq": seq, "outcome": outcome}) is None:
                     raise _Taken()  # written already (a runner that stalled): undo the count
                 return state[0]
         except _Taken:
             return None
 
-    def finish(self, job_id: int, holder: str, state: str, now: Micros,
+    def finish(self, job: Job, holder: str, state: str, now: Micros,
                error: Optional[str] = None) -> bool:
         with self.db.transaction() as cur:
-            return self._finish.one(cur, {"id": job_id, "holder": holder, "state": state,
+            return self._finish.one(cur, {**_of(job), "holder": holder, "state": state,
                                           "now": now, "error": error}) is not None
 
     def cancel(self, tenant_id: int, job_id: int, now: Micros) -> bool:
@@ -213,6 +214,11 @@ class BulkStore:
         with self.db.transaction() as cur:
             return self._cancel.one(cur, {"tid": tenant_id, "id": job_id, "now": now}) \
                 is not None
+
+
+def _of(job: Job) -> dict:
+    """What addresses a job: its tenant and its id."""
+    return {"tid": job.tenant_id, "id": job.id}
 
 
 class _Taken(Exception):

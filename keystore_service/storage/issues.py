@@ -72,7 +72,8 @@ class IssueStore:
         self._get = Sql(select(issues).where(T.id == bindparam("id"),
                                              T.tenant_id == bindparam("tenant_id")), d)
         self._set = Sql(update(issues).where(
-            T.id == bindparam("id"), T.state == bindparam("old"),
+            T.tenant_id == bindparam("tenant_id"), T.id == bindparam("id"),
+            T.state == bindparam("old"),
             T.resolved_at.is_(None)).values(
             state=bindparam("state"), resolved_at=bindparam("resolved_at"),
             acknowledged_by=bindparam("by")).returning(*issues.c), d)
@@ -123,7 +124,8 @@ class IssueStore:
         """Compare-and-set of a live issue's state; None when it changed meanwhile. A move
         to `resolved` (or an ignored issue whose condition cleared: `ends`) sets resolved_at."""
         ends = state == "resolved"
-        row = self._set.one(cur, {"id": issue.id, "old": issue.state, "state": state,
+        row = self._set.one(cur, {"tenant_id": issue.tenant_id, "id": issue.id,
+                                  "old": issue.state, "state": state,
                                   "resolved_at": now if ends else None,
                                   "by": by if by is not None else issue.acknowledged_by})
         return Issue(*row) if row else None
@@ -132,7 +134,8 @@ class IssueStore:
         """Its condition cleared: an open or acknowledged issue is resolved, an ignored one
         ends as ignored. None when another watcher (or a person) moved it first."""
         state = "ignored" if issue.state == "ignored" else "resolved"
-        row = self._set.one(cur, {"id": issue.id, "old": issue.state, "state": state,
+        row = self._set.one(cur, {"tenant_id": issue.tenant_id, "id": issue.id,
+                                  "old": issue.state, "state": state,
                                   "resolved_at": now, "by": issue.acknowledged_by})
         return Issue(*row) if row else None
 

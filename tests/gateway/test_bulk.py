@@ -89,7 +89,7 @@ def test_the_set_is_fixed_when_the_job_starts(gw, gw_app, forwarding, refusing, 
                                          {"source": "shop"}, False, None, background=False)
     assert created and job.matched == 3
     events(gw, source, 2, first=50)  # accepted after the start: not in the job
-    assert ks.gateway.bulk.run(job.id) == "done"
+    assert ks.gateway.bulk.run(job) == "done"
     done = ks.gateway.bulk.get(job.tenant_id, job.id)
     assert (done.matched, done.done, done.skipped) == (3, 3, 0)
     assert count(gw_app, bulk_job_items) == 3
@@ -101,10 +101,10 @@ def test_cancel_stops_the_job_between_events(gw, gw_app, forwarding, refusing, o
     ks = gw_app.extensions["keystore"]
     job, _ = ks.gateway.bulk.start(operator(ks, op), "redeliver", Filter(), {}, False, None,
                                    background=False)
-    assert ks.gateway.bulk.run(job.id, limit=2) == "running"
+    assert ks.gateway.bulk.run(job, limit=2) == "running"
     status, body, _ = gw.post(f"/v1/jobs/{job.id}/cancel")
     assert status == 200 and body["job"]["state"] == "cancelled", body
-    assert ks.gateway.bulk.run(job.id) is None  # nothing runs a cancelled job
+    assert ks.gateway.bulk.run(job) is None  # nothing runs a cancelled job
     status, body, _ = gw.get(f"/v1/jobs/{job.id}")
     assert (body["job"]["done"], body["job"]["skipped"]) == (2, 0)
     assert body["job"]["finished_at"]
@@ -121,7 +121,7 @@ def test_a_job_whose_runner_stopped_is_finished_by_another(gw, gw_app, forwardin
     ks = gw_app.extensions["keystore"]
     job, _ = ks.gateway.bulk.start(operator(ks, op), "redeliver", Filter(), {}, False, None,
                                    background=False)
-    assert ks.gateway.bulk.run(job.id, limit=1) == "running"  # its runner stops (dies)
+    assert ks.gateway.bulk.run(job, limit=1) == "running"  # its runner stops (dies)
     other = bootstrap.build(Settings(database_url=database_url, secret_key=KEY), clock)
     try:
         other.gateway.bulk.holder = "another-process"
@@ -132,7 +132,7 @@ def test_a_job_whose_runner_stopped_is_finished_by_another(gw, gw_app, forwardin
         other.database.engine.dispose()
     status, body, _ = gw.get(f"/v1/jobs/{job.id}")
     assert (body["job"]["state"], body["job"]["done"]) == ("done", 4)
-    assert ks.gateway.bulk.run(job.id) is None  # the first runner, back: nothing to do
+    assert ks.gateway.bulk.run(job) is None  # the first runner, back: nothing to do
 
 
 def test_the_same_idempotency_key_answers_the_same_job_under_concurrency(gw, gw_app, op,

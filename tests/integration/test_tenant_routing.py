@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import sys
+import time
 
 import psycopg
 import pytest
@@ -44,7 +45,8 @@ TENANTS = {t.name for t in metadata.tables.values() if "tenant_id" in t.c}
 # docs/scaling.md); until then they are not checked.
 WITHOUT_COLUMN = {"attempts": "a record's ended attempts (record_id)",
                   "kept_payloads": "a record's kept payload (record_id)",
-                  "hook_attempts": "an event's forwards (event_pk)"}
+                  "hook_attempts": "an event's forwards (event_pk)",
+                  "bulk_job_items": "a bulk job's events (job_id, joined to bulk_jobs)"}
 # Not a tenant's: reference tables on Citus (rate_limits: distributed by its token_id).
 SHARED = {"tenants", "job_locks", "service_secrets", "sealing_check", "rate_limits",
           "lease_expiries", "alembic_version"}
@@ -59,6 +61,13 @@ MAINTENANCE = {
     "SignIns._purge": "upkeep: sign-ins past their lifetime, every tenant",
     "CheckStore._sealed": "the sealing check: any one source's sealed secret, whichever "
                           "tenant's (at start and at the first seal)",
+    "IssueStore._live": "the watchers: every tenant's live issues, to count or end them",
+    "IssueStore._sources": "the watchers: every source's state and oldest queued event",
+    "IssueStore._reviews": "the watchers: every tenant's open reviews, counted by scope",
+    "AlertStore._all": "the daily report's run: every tenant's channels, to queue the report",
+    "AlertStore._due": "the notices' outbox: due notices of every channel, to lease them",
+    "AlertStore._counts": "the /metrics gauges: sent and failed notices, all tenants",
+    "BulkStore._orphan": "the bulk watcher: any tenant's running job whose runner stopped",
 }
 FINDS_TENANT = {
     "Accounts._by_hash": "a bearer token's hash is what names the tenant",
@@ -293,9 +302,39 @@ def drive(app, clock) -> None:
         ok(op.post("/v1/deliveries/redeliver", {"source": "shop", "event_id": "evt_1",
                                                 "force": True}), 202)
         ok(op.post("/v1/sources/shop/resume", {}), 200, 409)
+        _alerts_and_bulk(op, auth, sink.url)
         assert op.client.delete("/v1/sources/shop", headers=auth).status_code in (200, 204)
     finally:
         sink.close()
+
+
+def _alerts_and_bulk(op, auth, url) -> None:
+    """Issue 27's requests: a channel made, listed, changed, tested and deleted; a bulk dry
+    run, and a job run to its end by its runner (a thread of the app), shown and cancelled;
+    the issues listed."""
+    def ok(answer, *statuses):
+        assert answer[0] in statuses, answer
+        return answer[1]
+
+    ok(op.post("/v1/alert-channels", {"name": "ops", "kind": "webhook", "url": url}), 201)
+    ok(op.get("/v1/alert-channels"), 200)
+    ok(op.get("/v1/alert-channels/ops"), 200)
+    r = op.client.patch("/v1/alert-channels/ops", json={"remind_after_seconds": 60},
+                        headers=auth)
+    assert r.status_code == 200, r.data
+    ok(op.post("/v1/alert-channels/ops/test"), 202)
+    ok(op.get("/v1/issues"), 200)
+    dry = {"action": "redeliver", "filter": {"source": "shop"}, "dry_run": True}
+    assert ok(op.post("/v1/deliveries/bulk", dry), 200)["matched"] == 1
+    job = ok(op.post("/v1/deliveries/bulk", {"action": "redeliver", "force": True,
+                                             "filter": {"source": "shop"}}), 202)["job"]
+    deadline = time.monotonic() + 20
+    while job["state"] == "running" and time.monotonic() < deadline:
+        time.sleep(0.05)
+        job = ok(op.get(f"/v1/jobs/{job['id']}"), 200)["job"]
+    assert job["state"] == "done", job
+    ok(op.post(f"/v1/jobs/{job['id']}/cancel", {}), 409)  # finished: nothing to cancel
+    assert op.client.delete("/v1/alert-channels/ops", headers=auth).status_code == 200
 
 
 def test_unrouted_finds_what_a_shard_router_cannot_route():
@@ -342,5 +381,6 @@ def test_every_statement_a_request_runs_routes_by_tenant_or_is_named(served):
     for name in ("records.py:claim_many", "records.py:_cas_and_history", "RecordStore._get",
                  "BatchSql.insert", "ReviewStore._open", "reviews.py:page",
                  "HookStore._claim_and_add", "HookStore._settled", "SourceStore._by_ingest",
-                 "Accounts._by_hash"):
+                 "Accounts._by_hash", "AlertStore._add", "AlertStore._of_tenant",
+                 "BulkStore._claim", "BulkStore._next", "BulkStore._finish"):
         assert name in ran, f"{name} did not run: drive() no longer covers it: {sorted(ran)}"

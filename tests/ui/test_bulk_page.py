@@ -82,7 +82,7 @@ def test_a_running_job_refreshes_and_can_be_cancelled(app, ana, operator, failed
     from keystore_service.domain.bulk import Filter
     job, _ = ks.gateway.bulk.start(op_principal, "redeliver", Filter(), {}, False, None,
                                    background=False)
-    ks.gateway.bulk.run(job.id, limit=1)
+    ks.gateway.bulk.run(job, limit=1)
     ana.get(f"/ui/hooks/jobs/{job.id}")
     assert 'http-equiv="refresh" content="2"' in ana.html
     assert "1 of 3 events handled" in text(ana.html)
@@ -90,7 +90,7 @@ def test_a_running_job_refreshes_and_can_be_cancelled(app, ana, operator, failed
     assert done.status_code == 303
     ana.get(done.headers["Location"])
     assert "State cancelled :" in text(ana.html) and "Cancel asked" in text(ana.html)
-    assert ks.gateway.bulk.run(job.id) is None
+    assert ks.gateway.bulk.run(job) is None
     assert operator.get(f"/v1/jobs/{job.id}")[1]["job"]["done"] == 1
 
 
