@@ -135,6 +135,7 @@ def test_a_source_is_paused_and_resumed_on_the_page(served, page, sink):
     expect(row.locator("td.queued")).to_have_text("1")
     page.screenshot(path=str(ARTIFACTS / f"{backend}-hooks-paused.png"), full_page=True)
     row.get_by_role("button", name="Resume").click()
+    page.wait_for_url(server.url + "/ui/hooks")  # the redirect has landed: a reload() in it fails
     wait_for(lambda: sent(sink) == ["evt_1"], "the resume lets the event out")
     page.reload()
     expect(row.locator("td.pause")).not_to_contain_text("paused by")
