@@ -97,8 +97,8 @@ class BulkStore:
                                                    J.idempotency_key == bindparam("key")), d)
         self._get = Sql(select(bulk_jobs).where(J.tenant_id == bindparam("tid"),
                                                 J.id == bindparam("id")), d)
-        # The runner's statements name the job's tenant too (single-shard on Citus); a job's
-        # items have no tenant_id and go by their job's id, joined to it (scaling.md).
+        # The runner's statements name the job's tenant too (single-shard on Citus,
+        # docs/scaling.md); a job's items carry it as well.
         job = (J.tenant_id == bindparam("tid")) & (J.id == bindparam("id"))
         self._matched = Sql(update(bulk_jobs).where(job).values(
             matched=bindparam("n")).returning(*bulk_jobs.c), d)
@@ -108,7 +108,7 @@ class BulkStore:
                                                  & (E.tenant_id == J.tenant_id))
                                       .outerjoin(hook_sources, (S.id == E.source_id)
                                                  & (S.tenant_id == J.tenant_id)))
-                         .where(job, It.outcome.is_(None))
+                         .where(job, It.tenant_id == J.tenant_id, It.outcome.is_(None))
                          .order_by(It.seq).limit(bindparam("limit")), d)
         self._claim = Sql(update(bulk_jobs).where(
             job, J.state == RUNNING,
@@ -120,7 +120,8 @@ class BulkStore:
             J.state == RUNNING, or_(J.lease_until.is_(None), J.lease_until < bindparam("now"))
         ).order_by(J.id).limit(1), d)
         self._item = Sql(update(bulk_job_items).where(
-            It.job_id == bindparam("id"), It.seq == bindparam("seq"), It.outcome.is_(None)).values(
+            It.tenant_id == bindparam("tid"), It.job_id == bindparam("id"),
+            It.seq == bindparam("seq"), It.outcome.is_(None)).values(
             outcome=bindparam("outcome")).returning(It.seq), d)
         # The progress counts under the runner's lease; a cancel meanwhile is seen in the
         # state returned (the event acted on is counted all the same).
@@ -156,10 +157,11 @@ class BulkStore:
                                                    "key": values["idempotency_key"]})), False
             job = Job(*row)
             ids = matching(values["tenant_id"], f, self.sqlite).subquery()
-            numbered = select(literal(job.id), func.row_number().over(order_by=ids.c.id),
-                              ids.c.id, null())
+            numbered = select(literal(job.id), literal(job.tenant_id),
+                              func.row_number().over(order_by=ids.c.id), ids.c.id, null())
             added = Sql(insert(bulk_job_items).from_select(
-                ["job_id", "seq", "event_pk", "outcome"], numbered), self.db.engine.dialect
+                ["job_id", "tenant_id", "seq", "event_pk", "outcome"], numbered),
+                self.db.engine.dialect
             ).run(cur).rowcount
             return Job(*self._matched.one(cur, {"tid": job.tenant_id, "id": job.id,
                                                 "n": added})), True
@@ -196,7 +198,7 @@ class BulkStore:
                                                           "until": until})
                 if state is None:
                     return None
-                if self._item.one(cur, {"id": job.id, "seq": seq, "outcome": outcome}) is None:
+                if self._item.one(cur, {**_of(job), "seq": seq, "outcome": outcome}) is None:
                     raise _Taken()  # written already (a runner that stalled): undo the count
                 return state[0]
         except _Taken:

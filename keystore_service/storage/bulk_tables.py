@@ -66,6 +66,7 @@ bulk_jobs = Table(
 bulk_job_items = Table(
     "bulk_job_items", metadata,
     Column("job_id", Id, ForeignKey("bulk_jobs.id", ondelete="CASCADE"), nullable=False),
+    Column("tenant_id", Integer, ForeignKey("tenants.id"), nullable=False),  # the job's
     Column("seq", Integer, nullable=False),  # 1, 2, ... in the order the job acts
     # No foreign key: an event purged with its record while the job runs is skipped.
     Column("event_pk", Id, nullable=False),

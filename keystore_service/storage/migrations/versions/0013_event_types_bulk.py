@@ -69,6 +69,8 @@ def upgrade() -> None:
         sa.Column("job_id", Id, sa.ForeignKey("bulk_jobs.id", ondelete="CASCADE",
                                           name="fk_bulk_job_items_job_id_bulk_jobs"),
                   nullable=False),
+        sa.Column("tenant_id", sa.Integer, sa.ForeignKey(
+            "tenants.id", name="fk_bulk_job_items_tenant_id_tenants"), nullable=False),
         sa.Column("seq", sa.Integer, nullable=False),
         sa.Column("event_pk", Id, nullable=False),
         sa.Column("outcome", sa.String(8), nullable=True),
