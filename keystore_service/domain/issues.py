@@ -2,6 +2,8 @@
 kinds, the states, the notice events, the defaults, and the backoff of a notice."""
 from __future__ import annotations
 
+from enum import StrEnum
+
 # What an issue is about. `send_unresolved` (outbound sends waiting for a person) is accepted
 # everywhere (filters, channels' kinds) but nothing opens it until outbound sends exist.
 KINDS = ("delivery_failing", "backlog", "source_broken", "reviews_waiting", "send_unresolved")
@@ -10,7 +12,21 @@ LIVE_STATES = ("open", "acknowledged")  # the one issue per (tenant, kind, subje
 # A notice: an issue opened, resolved, or still open (a reminder); a channel's test; the
 # daily report; and "N more issues" once the hourly bound held some back.
 EVENTS = ("opened", "resolved", "reminder", "test", "report", "more")
-NOTICE_STATES = ("queued", "sending", "sent", "failed", "held", "folded")
+
+
+class NoticeState(StrEnum):
+    """Where a notice is in its outbox: due (queued), being sent under a lease, sent, given
+    up (failed), held back by the channel's hourly bound, or folded into an "N more"."""
+
+    QUEUED = "queued"
+    SENDING = "sending"
+    SENT = "sent"
+    FAILED = "failed"
+    HELD = "held"
+    FOLDED = "folded"
+
+
+NOTICE_STATES = tuple(s.value for s in NoticeState)
 CHANNEL_KINDS = ("slack", "webhook", "email")
 
 SECOND = 1_000_000

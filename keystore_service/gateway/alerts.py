@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Optional
 
 from keystore_service.domain import issues as words
-from keystore_service.domain.issues import HOUR, SECOND
+from keystore_service.domain.issues import HOUR, SECOND, NoticeState
 from keystore_service.domain.records import Micros
 from keystore_service.gateway import mail, notices
 from keystore_service.gateway.issues import Issues
@@ -67,7 +67,7 @@ class Alerts:
         with self.store.transaction() as cur:
             n, first = self.store.sent_since(cur, channel, now - HOUR)
             if notice.event not in ("test", "more") and n >= words.NOTICES_PER_HOUR:
-                self.store.settle(cur, notice, self.holder, "held", now)
+                self.store.settle(cur, notice, self.holder, NoticeState.HELD.value, now)
                 if self.store.hold(cur, channel, now):
                     self.store.add_notice(cur, channel, None, "more", now, {}, now,
                                           at=(first or now) + HOUR)
@@ -75,7 +75,7 @@ class Alerts:
             if notice.event == "more":
                 held = self.store.held(cur, channel)
                 if not held:  # nothing was held after all (its channel's notices went)
-                    self.store.settle(cur, notice, self.holder, "folded", now)
+                    self.store.settle(cur, notice, self.holder, NoticeState.FOLDED.value, now)
                     self.store.fold(cur, channel, 0)
                     return
                 body = {"count": len(held), "upto": max((h.id for h in held), default=0),
@@ -120,14 +120,15 @@ class Alerts:
         now = self.clock()
         with self.store.transaction() as cur:
             if error is None:
-                if self.store.settle(cur, notice, self.holder, "sent", now) and \
+                if self.store.settle(cur, notice, self.holder, NoticeState.SENT.value, now) and \
                         notice.event == "more":
                     self.store.fold(cur, channel, body["upto"])
                 return
             attempt = notice.attempts + 1
             final = error.startswith("give up") or error.startswith("the destination") or \
                 now - notice.created_at >= words.NOTICE_GIVE_UP
-            self.store.settle(cur, notice, self.holder, "failed" if final else "queued", now,
+            self.store.settle(cur, notice, self.holder,
+                              NoticeState.FAILED.value if final else NoticeState.QUEUED.value, now,
                               next_at=now + words.backoff_seconds(attempt) * SECOND,
                               error=error[:200])
         log.warning("alert notice to channel %s: %s%s", channel.name, error,

@@ -16,13 +16,12 @@ from typing import Any, Optional
 from keystore_service import errors
 from keystore_service.domain import issues as words
 from keystore_service.domain.issues import SECOND
-from keystore_service.domain.records import Micros
+from keystore_service.domain.records import HOOK_SCOPE_PREFIX, Micros
 from keystore_service.service.sealing import Sealer
 from keystore_service.storage.alerts import AlertStore
 from keystore_service.storage.issues import Issue, IssueStore, Watched
 
 log = logging.getLogger("keystore.issues")
-HOOK_SCOPE = "hook:"  # a source's records' scope prefix (domain/records.py's HOOK_PREFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +111,7 @@ class Issues:
                                  f"{n} open {kind} review(s) in scope {scope}", n))
         for s in sources:
             found.extend(self._of_source(s, now, failed_reviews.get(
-                (s.tenant_id, HOOK_SCOPE + s.name), 0)))
+                (s.tenant_id, HOOK_SCOPE_PREFIX + s.name), 0)))
         return found
 
     def _of_source(self, s: Watched, now: Micros, failed: int) -> list[Finding]:

@@ -11,6 +11,7 @@ from typing import Any, Optional
 from sqlalchemy import bindparam, delete, func, null, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
+from keystore_service.domain.issues import NoticeState
 from keystore_service.domain.records import Micros
 from keystore_service.storage.alert_tables import alert_channels, alert_notices
 from keystore_service.storage.db import Database
@@ -100,16 +101,17 @@ class AlertStore:
             index_elements=[N.channel_id, N.issue_id, N.event, N.seq])
             .returning(N.id), d)
         self._due = Sql(select(alert_notices).where(or_(
-            (N.state == "queued") & (N.next_attempt_at <= bindparam("now")),
-            (N.state == "sending") & (N.lease_until <= bindparam("now"))))
+            (N.state == NoticeState.QUEUED.value) & (N.next_attempt_at <= bindparam("now")),
+            (N.state == NoticeState.SENDING.value) & (N.lease_until <= bindparam("now"))))
             .order_by(N.next_attempt_at).limit(bindparam("n")), d)
         self._lease = Sql(update(alert_notices).where(
             NOTICE, N.state == bindparam("old"),
             N.attempts == bindparam("attempts")).values(
-            state="sending", lease_holder=bindparam("holder"), lease_until=bindparam("until"),
+            state=NoticeState.SENDING.value, lease_holder=bindparam("holder"),
+            lease_until=bindparam("until"),
             attempts=N.attempts + 1), d)
         self._result = Sql(update(alert_notices).where(
-            NOTICE, N.state == "sending",
+            NOTICE, N.state == NoticeState.SENDING.value,
             N.lease_holder == bindparam("holder")).values(
             state=bindparam("state"), next_attempt_at=bindparam("next"),
             sent_at=bindparam("sent_at"), last_error=bindparam("error"), lease_holder=null(),
@@ -117,12 +119,13 @@ class AlertStore:
         self._sent_since = Sql(select(func.count(), func.min(N.sent_at)).where(
             OF_CHANNEL, N.sent_at >= bindparam("since")), d)
         self._held = Sql(select(alert_notices).where(
-            OF_CHANNEL, N.state == "held").order_by(N.id), d)
+            OF_CHANNEL, N.state == NoticeState.HELD.value).order_by(N.id), d)
         self._fold = Sql(update(alert_notices).where(
-            OF_CHANNEL, N.state == "held",
-            N.id <= bindparam("upto")).values(state="folded"), d)
+            OF_CHANNEL, N.state == NoticeState.HELD.value,
+            N.id <= bindparam("upto")).values(state=NoticeState.FOLDED.value), d)
         self._counts = Sql(select(N.state, func.count()).where(
-            or_(N.state == "sent", N.state == "failed")).group_by(N.state), d)
+            or_(N.state == NoticeState.SENT.value, N.state == NoticeState.FAILED.value)
+        ).group_by(N.state), d)
         self._d = d
 
     # --- channels -----------------------------------------------------------------------
@@ -167,7 +170,7 @@ class AlertStore:
         """One notice to send from `at` (default now); False when it was made already."""
         row = self._notice.one(cur, {
             "tenant_id": channel.tenant_id, "channel_id": channel.id, "issue_id": issue_id,
-            "event": event, "seq": seq, "state": "queued", "body": json.dumps(body),
+            "event": event, "seq": seq, "state": NoticeState.QUEUED.value, "body": json.dumps(body),
             "attempts": 0, "created_at": now, "next_attempt_at": now if at is None else at,
             "lease_holder": None, "lease_until": None, "sent_at": None, "last_error": None})
         return row is not None
@@ -192,7 +195,8 @@ class AlertStore:
             "tenant_id": notice.tenant_id, "id": notice.id, "holder": holder,
             "state": state,
             "next": next_at if next_at is not None else notice.next_attempt_at,
-            "sent_at": now if state == "sent" else None, "error": error}).rowcount == 1
+            "sent_at": now if state == NoticeState.SENT.value else None,
+            "error": error}).rowcount == 1
 
     def sent_since(self, cur: Any, channel: Channel, since: Micros) -> tuple[int, Optional[int]]:
         """How many of the channel's notices went since `since`, and the first one's time."""

@@ -19,6 +19,9 @@ from keystore_service.domain.deliveries import DeliveryState
 PACKAGE = Path(__file__).resolve().parents[2] / "keystore_service"
 RECORDS = PACKAGE / "domain" / "records.py"
 DELIVERIES = PACKAGE / "domain" / "deliveries.py"
+# The alert notices' states (domain/issues.NoticeState) are words of their own that share
+# "queued" with the deliveries': spelt once there, as the deliveries' are in DELIVERIES.
+NOTICES = PACKAGE / "domain" / "issues.py"
 # The two words only the deliveries use ("delivered" and "failed" are also an attempt's
 # outcome, and "failed" a record's state).
 ONLY_DELIVERIES = {DeliveryState.QUEUED.value, DeliveryState.DELIVERING.value}
@@ -61,7 +64,7 @@ def test_the_hook_scope_prefix_is_written_once():
 
 def test_the_delivery_states_are_spelt_in_the_domain():
     for path in sources():
-        if path == DELIVERIES:
+        if path in (DELIVERIES, NOTICES):
             continue
         tree = ast.parse(path.read_text())
         named = keys(tree)

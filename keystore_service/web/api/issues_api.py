@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, g, request
 
 from keystore_service import errors
+from keystore_service.domain.issues import NoticeState
 from keystore_service.gateway.channels import ShownChannel
 from keystore_service.service.auth import require_operator
 from keystore_service.web.api import issue_schemas, parsing
@@ -83,7 +84,7 @@ def test_channel(name: str):
     gw.channels.test(g.principal.tenant_id, name)
     if gw.alert_loop is not None:
         gw.alert_loop.wake()
-    return respond({"status": "queued"}, 202)
+    return respond({"status": NoticeState.QUEUED.value}, 202)
 
 
 def channel_json(shown: ShownChannel) -> dict:

@@ -56,5 +56,5 @@ def paths(json_: Callable, errors_: Callable, body_of: Callable, query: Callable
         "/v1/alert-channels/{name}/test": {"post": {
             "summary": "Queue a test notice to the channel", "operationId": "testChannel",
             "parameters": name,
-            "responses": {"202": json_(ish.TestQueued, "queued"), **op, **missing}}},
+            "responses": {"202": json_(ish.TestQueued, "the test notice is queued"), **op, **missing}}},
     }

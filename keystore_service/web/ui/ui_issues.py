@@ -14,6 +14,7 @@ from flask import Blueprint, g, redirect, render_template, request, url_for
 
 from keystore_service import errors
 from keystore_service.domain import issues as words
+from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.storage.issues import Issue
 from keystore_service.web.context import keystore
 from keystore_service.web.errors import error_page
@@ -34,10 +35,12 @@ def behind(issue: Issue) -> tuple[str, str]:
         scope, kind = words.split_review_subject(issue.subject)
         return url_for("ui.queue", scope=scope, kind=kind), f"the {kind} reviews of {scope}"
     if issue.kind == "delivery_failing":
-        return (url_for("ui.hook_deliveries", source=issue.subject, state="failed"),
+        return (url_for("ui.hook_deliveries", source=issue.subject,
+                        state=DeliveryState.FAILED.value),
                 f"the failed deliveries of {issue.subject}")
     if issue.kind == "backlog":
-        return (url_for("ui.hook_deliveries", source=issue.subject, state="queued"),
+        return (url_for("ui.hook_deliveries", source=issue.subject,
+                        state=DeliveryState.QUEUED.value),
                 f"the queued deliveries of {issue.subject}")
     return url_for("ui.hooks"), "the Webhooks page"
 
