@@ -6,75 +6,21 @@ shown as typed, never as markup) until Resume lets them out. Screenshots go to
 test-artifacts/ui/."""
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import time
 
-import pytest
-import requests
+from tests.support import Api
 
-from keystore_service.storage import migrate
-from tests.gateway.support import KEY, Sink
-from tests.support import Api, Server, new_token
-
+from .browser_hooks_support import send as send_signed
+from .browser_hooks_support import served, sink, source, wait_for
 from .chromium import ARTIFACTS, chromium, page, sign_in
 
-__all__ = ["chromium", "page"]
-SECRET = "generic-signing-secret"
-WAIT_S = 20  # for the relay to forward, on a busy 2-core machine (it takes milliseconds)
+__all__ = ["chromium", "page", "served", "sink"]  # fixtures
 DOWN = (500, {"Retry-After": "600"})  # refused, and the next try ten minutes away
 
 
-@pytest.fixture(scope="module",
-                params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def served(request, tmp_path_factory):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path_factory.mktemp('controls')}/keystore.db"
-        migrate.upgrade(url)
-    else:
-        url = request.getfixturevalue("pg_database")("_controls")
-    operator = new_token(url, "acme", "operator", "ana")
-    server = Server(url, workers=2, threads=4, env={"KEYSTORE_SECRET_KEY": KEY},
-                    log_path=tmp_path_factory.mktemp("log") / "server.log")
-    server.start()
-    try:
-        yield request.param, server, operator
-    finally:
-        server.kill()
-
-
-@pytest.fixture
-def sink():
-    s = Sink()
-    yield s
-    s.close()
-
-
-def source(served, sink, name: str) -> str:
-    _, server, operator = served
-    status, body, _ = Api(server.url, operator).post("/v1/sources", {
-        "name": name, "provider": "generic", "secrets": [SECRET],
-        "signature": {"header": "X-Signature", "algorithm": "sha256", "encoding": "hex",
-                      "prefix": "sha256="},
-        "event_id": {"header": "X-Event-Id"}, "destination": {"url": sink.url}})
-    assert status == 201, body
-    return body["source"]["ingest_url"]
-
-
 def send(ingest_url: str, event_id: str) -> int:
-    body = json.dumps({"id": event_id}).encode()
-    signature = hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
-    return requests.post(ingest_url, data=body, timeout=10, headers={
-        "Content-Type": "application/json", "X-Event-Id": event_id,
-        "X-Signature": "sha256=" + signature}).status_code
-
-
-def wait_for(condition, what: str) -> None:
-    deadline = time.monotonic() + WAIT_S
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.05)
+    return send_signed(ingest_url, event_id, {"id": event_id})
 
 
 def sent(sink) -> list[str]:

@@ -3,33 +3,8 @@ test_inputs.py does for the other views): a page, 400 where the value cannot be 
 a 500; no POST without the CSRF token; an unknown issue or channel is 404; both backends."""
 from __future__ import annotations
 
-import re
-from urllib.parse import quote
-
 from .conftest import mismatch
-
-SCOPE = "create_invoice"
-# Values at the edges of a form field's type, as a browser or a tamperer sends them.
-EDGES = {
-    "superscript two": "%C2%B2", "arabic-indic two": "%D9%A2", "fullwidth one": "%EF%BC%91",
-    "2^63": "9223372036854775808", "forty nines": "9" * 40, "negative": "-1", "zero": "0",
-    "CR/LF": "%2Fui%2F%0D%0ASet-Cookie:%20x=1", "LF": "a%0Ab", "NUL": "%00",
-    "lone surrogate": "%ED%A0%80", "invalid UTF-8": "%FF%FE", "long": "x" * 20_000,
-    "blank": "%20%09", "empty": "", "markup": "%3Cscript%3Ex%3C%2Fscript%3E",
-}
-SERVER_ERROR = re.compile(r"Something went wrong|could not be shown|Traceback")
-
-
-def query(fields: dict, name: str, edge: str) -> str:
-    return "&".join(f"{k}={edge if k == name else quote(v, safe='')}"
-                    for k, v in fields.items())
-
-
-def assert_a_calm_page(resp, what) -> None:
-    assert resp.status_code < 500 and resp.mimetype == "text/html", what
-    assert not SERVER_ERROR.search(resp.get_data(as_text=True)), what
-    for name, value in resp.headers.items():
-        assert "\r" not in value and "\n" not in value and "\x00" not in value, (what, name)
+from .support import EDGES, SCOPE, assert_a_calm_page, query
 
 FIELDS = {"/ui/issues/act": {"issue_id": "1", "action": "acknowledge"},
           "/ui/issues/test": {"channel": "ops"}}
