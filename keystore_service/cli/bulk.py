@@ -13,14 +13,13 @@ import click
 from pydantic import ValidationError
 
 from keystore_service import errors
-from keystore_service.cli.common import keystore, say, tenant
+from keystore_service.cli.common import TENANT, keystore, say, tenant
 from keystore_service.domain.bulk import ACTIONS
 from keystore_service.domain.deliveries import DELIVERY_STATES
 from keystore_service.storage.accounts import Principal
 from keystore_service.web.api import bulk_schemas
 from keystore_service.web.api.render import rfc3339, validation_details
 
-TENANT = click.option("--tenant", "tenant_name", default="default", show_default=True)
 POLL_SECONDS = 0.5  # how often the progress line is written while the job runs
 
 

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
+from pydantic import ValidationError
 
 from keystore_service import errors
 from keystore_service.settings import Settings, load
@@ -14,8 +15,11 @@ from keystore_service.storage import migrate
 from keystore_service.storage.accounts import Accounts
 from keystore_service.storage.db import Database
 from keystore_service.storage.db import create as engine
+from keystore_service.web.api.render import validation_details
 
 T = TypeVar("T")
+# the tenant a command of the gateway, the issues or the bulk actions acts for
+TENANT = click.option("--tenant", "tenant_name", default="default", show_default=True)
 
 
 def settings() -> Settings:
@@ -103,3 +107,14 @@ def run(call: Callable[[], T]) -> T:
         return call()
     except errors.KeystoreError as exc:
         raise click.ClickException(exc.message) from None
+
+
+def validated(model: Any, body: dict[str, Any]) -> Any:
+    """`body` as the API's request `model` (the same rules as the endpoint's), or the
+    problems as the command's message (exit 1), never a traceback."""
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        problems = "; ".join(f"{e['field']}: {e['message']}"
+                             for e in validation_details(exc)["errors"])
+        raise click.ClickException(problems) from None

@@ -4,17 +4,14 @@ commands they name their database on stderr and refuse one without the schema.""
 from __future__ import annotations
 
 import json
-from typing import Any, Optional
+from typing import Optional
 
 import click
-from pydantic import ValidationError
 
-from keystore_service.cli.common import keystore, run, say, tenant
+from keystore_service.cli.common import TENANT, keystore, run, say, tenant, validated
 from keystore_service.domain import issues as words
 from keystore_service.web.api import issue_schemas
-from keystore_service.web.api.render import rfc3339, validation_details
-
-TENANT = click.option("--tenant", "tenant_name", default="default", show_default=True)
+from keystore_service.web.api.render import rfc3339
 
 
 @click.group("issue", help="What needs a person: issues opened by the watchers.")
@@ -76,7 +73,7 @@ def channel_create(tenant_name: str, name: str, kind: str, url: Optional[str],
     body = {"name": name, "kind": kind, "url": _stdin(url), "secret": _stdin(secret),
             "to": to, "kinds": list(kinds) or None, "remind_after_seconds": remind_after,
             "daily_report": daily_report}
-    model = _model(issue_schemas.ChannelCreate, {k: v for k, v in body.items()
+    model = validated(issue_schemas.ChannelCreate, {k: v for k, v in body.items()
                                                  if v is not None})
     run(lambda: ks.gateway.channels.create(tenant(ks, tenant_name), model))
     say(f"keystore: created {kind} channel {name!r} for tenant {tenant_name!r}")
@@ -117,15 +114,6 @@ def channel_test(tenant_name: str, name: str) -> None:
 
 def _stdin(value: Optional[str]) -> Optional[str]:
     return click.get_text_stream("stdin").readline().strip() if value == "-" else value
-
-
-def _model(model: Any, body: dict[str, Any]) -> Any:
-    try:
-        return model.model_validate(body)
-    except ValidationError as exc:
-        problems = "; ".join(f"{e['field']}: {e['message']}"
-                             for e in validation_details(exc)["errors"])
-        raise click.ClickException(problems) from None
 
 
 COMMANDS = [issue, channel]

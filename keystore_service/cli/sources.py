@@ -8,19 +8,24 @@ import json
 from typing import Any, Optional
 
 import click
-from pydantic import ValidationError
 
 from keystore_service import errors
-from keystore_service.cli.common import keystore, run, say, tenant
+from keystore_service.cli.common import TENANT, keystore, run, say, tenant, validated
 from keystore_service.cli.params import Whole
-from keystore_service.cli.source_options import (FORWARD, GENERIC, LIMITS, Forward, Generic,
-                                                 Limits, grouped, source_body)
+from keystore_service.cli.source_options import (
+    FORWARD,
+    GENERIC,
+    LIMITS,
+    Forward,
+    Generic,
+    Limits,
+    grouped,
+    source_body,
+)
 from keystore_service.domain import versions
 from keystore_service.domain.deliveries import DELIVERY_STATES
 from keystore_service.web.api import gateway_schemas
-from keystore_service.web.api.render import rfc3339, validation_details
-
-TENANT = click.option("--tenant", "tenant_name", default="default", show_default=True)
+from keystore_service.web.api.render import rfc3339
 
 
 @click.group("source", help="Webhook sources of the inbound gateway (docs/webhooks/README.md).")
@@ -47,7 +52,7 @@ def source_create(tenant_name: str, name: str, provider: str, secrets_: tuple[st
     body = source_body(name, provider, secrets_, forward, generic, limits)
     tenant_id = tenant(ks, tenant_name)
     shown = run(lambda: ks.gateway.sources.create(
-        tenant_id, _model(gateway_schemas.SourceCreate, body)))
+        tenant_id, validated(gateway_schemas.SourceCreate, body)))
     base = public_url or ks.settings.public_url
     path = f"/hooks/{shown.ingest_id}"
     click.echo(base.rstrip("/") + path if base else path)
@@ -102,7 +107,7 @@ def source_disable(tenant_name: str, name: str) -> None:
 def source_pause(tenant_name: str, name: str, until: Optional[str],
                  reason: Optional[str]) -> None:
     ks = keystore()
-    body = _model(gateway_schemas.Pause, {"until": until, "reason": reason})
+    body = validated(gateway_schemas.Pause, {"until": until, "reason": reason})
     end = versions.parse(body.until)[1] if body.until is not None else None
     run(lambda: ks.gateway.sources.pause(tenant(ks, tenant_name), name, end, body.reason))
     say(f"keystore: paused source {name!r}" + (f" until {body.until}" if end else
@@ -155,15 +160,6 @@ def redeliver(tenant_name: str, source_name: str, event_id: str, force: bool) ->
     say(f"keystore: {event_id!r} of {source_name!r} is queued again")
 
 
-def _model(model: Any, body: dict[str, Any]) -> Any:
-    try:
-        return model.model_validate(body)
-    except ValidationError as exc:
-        problems = "; ".join(f"{e['field']}: {e['message']}"
-                             for e in validation_details(exc)["errors"])
-        raise click.ClickException(problems) from None
-
-
 def _shown_json(s: Any) -> dict[str, Any]:
     src = s.source
     forward = src.options.get("forward", {})
@@ -198,7 +194,7 @@ def delivery() -> None:
                                                "source's queued events).")
 def delivery_retry(tenant_name: str, source_name: str, event_id: Optional[str]) -> None:
     ks = keystore()
-    body = _model(gateway_schemas.Retry, {"source": source_name, "event_id": event_id})
+    body = validated(gateway_schemas.Retry, {"source": source_name, "event_id": event_id})
     try:
         due = ks.gateway.deliveries.retry(tenant(ks, tenant_name), body.source, body.event_id)
     except (errors.InProgress, errors.AlreadyCompleted) as exc:
