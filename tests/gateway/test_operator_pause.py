@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from .support import create_source, deliver
+from .support import BODY, create_source, deliver
 
 HOLDER = "pause-relay"
 WINDOW = 60  # the shortest retry window a source takes
@@ -322,3 +322,28 @@ def test_another_tenants_event_is_not_retried(gw, sink, forwarding, op):
     status, _, _ = gw.post("/v1/deliveries/retry", {"source": "shop"}, token=op["client"])
     assert status == 403
     assert attempt_all(forwarding, ended=False) == []
+
+
+@pytest.mark.parametrize("during", [True, False], ids=["during", "after"])
+@pytest.mark.parametrize("resend", ["same", "changed"])
+def test_a_resend_after_a_long_pause_is_still_the_same_event(gw, sink, forwarding, clock,
+                                                              resend, during):
+    """An event held by an operator's pause longer than its retry window stays the one
+    event its provider's resend finds: a plain repeat (200 duplicate), or a changed body
+    held for a person, never a new incarnation that takes over the first (its record's
+    lease is moved on with the window when the pause ends)."""
+    source = create_source(gw, gw.token, sink.url, retry_window_seconds=WINDOW,
+                           ttl_seconds=TTL)
+    assert pause(gw, {})[0] == 200
+    assert deliver(gw, source)[0] == 202
+    clock.advance(WINDOW * 3)  # paused for three times the window
+    if not during:
+        assert gw.post("/v1/sources/shop/resume", {})[0] == 200
+        clock.advance(WINDOW // 2)  # within the window the pause moved on
+    body = BODY if resend == "same" else BODY.replace(b"}", b', "changed": true}')
+    status, answer = deliver(gw, source, body=body)[:2]
+    assert (status, answer["status"]) == (200, "duplicate" if resend == "same" else "held")
+    if during:
+        assert gw.post("/v1/sources/shop/resume", {})[0] == 200
+    assert attempt_all(forwarding) == ["delivered"]
+    assert len(sink.requests) == 1
