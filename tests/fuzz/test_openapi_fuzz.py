@@ -109,6 +109,8 @@ SEMANTIC = {
     # the same, and the stored source's provider rules (secrets, generic options)
     "PATCH /v1/sources/{name}": ("destination.url", "ttl_seconds", "secrets", "signature",
                                  "event_id"),
+    # a pause's end in the past or over a year ahead (the time, which no schema knows)
+    "POST /v1/sources/{name}/pause": ("until",),
     # a taken name; a URL refused by the address rules; email without KEYSTORE_SMTP_URL
     "POST /v1/alert-channels": ("name", "url", "to"),
     # the stored channel's kind: a url or secret for email, a to or secret for slack
