@@ -24,6 +24,10 @@ def setup_victim(http, clock):
         "event_id": {"header": "X-Id"}, "destination": {"url": "http://127.0.0.1:9/"}},
         token=http.operator)
     assert status == 201
+    status, _, _ = http.post("/v1/alert-channels", {
+        "name": "ops", "kind": "webhook", "url": "http://127.0.0.1:9/alerts"},
+        token=http.operator)
+    assert status == 201
     stale = http.post("/v1/claim", {"scope": "invoice", "key": "evt-2", "lease_seconds": 5})
     clock.advance(5)
     http.post("/v1/claim", {"scope": "invoice", "key": "evt-2"})  # -> needs_reconciliation
@@ -37,6 +41,13 @@ def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
     foreign_op = Http(http.client, accounts.create_token("globex", "operator", None, T0))
     foreign = Http(http.client, tokens["globex"])
     before = http.get("/v1/keys", **REF)[1]["record"]
+    app.extensions["keystore"].gateway.issues.watch()  # acme's review: reviews_waiting
+    issue = http.get("/v1/issues", token=http.operator)[1]["issues"][0]  # one of acme's
+    status, job, _ = http.post("/v1/deliveries/bulk", {
+        "action": "retry", "filter": {"source": "shop"}}, token=http.operator)
+    assert status == 202, job
+    job_id = job["job"]["id"]
+    channel = http.get("/v1/alert-channels/ops", token=http.operator)[1]
     calls = {
         ("GET", "/v1/keys"): lambda: foreign.get("/v1/keys", **REF),
         ("POST", "/v1/complete"): lambda: foreign.post("/v1/complete", {
@@ -62,6 +73,28 @@ def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
         ("GET", "/v1/deliveries"): lambda: foreign_op.get("/v1/deliveries"),
         ("POST", "/v1/deliveries/redeliver"): lambda: foreign_op.post(
             "/v1/deliveries/redeliver", {"source": "shop", "event_id": "evt-1"}),
+        ("POST", "/v1/sources/{name}/pause"): lambda: foreign_op.post(
+            "/v1/sources/shop/pause", {}),
+        ("POST", "/v1/deliveries/retry"): lambda: foreign_op.post(
+            "/v1/deliveries/retry", {"source": "shop"}),
+        ("GET", "/v1/issues"): lambda: foreign_op.get("/v1/issues"),
+        **{("POST", f"/v1/issues/{{id}}/{act}"): (lambda act=act: foreign_op.post(
+            f"/v1/issues/{issue['id']}/{act}", {})) for act in ("acknowledge", "resolve",
+                                                                "ignore")},
+        ("POST", "/v1/alert-channels"): lambda: foreign.post("/v1/alert-channels", {}),
+        ("GET", "/v1/alert-channels"): lambda: foreign_op.get("/v1/alert-channels"),
+        ("GET", "/v1/alert-channels/{name}"): lambda: foreign_op.get("/v1/alert-channels/ops"),
+        ("PATCH", "/v1/alert-channels/{name}"): lambda: _patch(
+            foreign_op, "/v1/alert-channels/ops", {"remind_after_seconds": 5}),
+        ("DELETE", "/v1/alert-channels/{name}"): lambda: _delete(
+            foreign_op, "/v1/alert-channels/ops"),
+        ("POST", "/v1/alert-channels/{name}/test"): lambda: foreign_op.post(
+            "/v1/alert-channels/ops/test", {}),
+        ("POST", "/v1/deliveries/bulk"): lambda: foreign_op.post("/v1/deliveries/bulk", {
+            "action": "retry", "filter": {"source": "shop"}, "dry_run": True}),
+        ("GET", "/v1/jobs/{id}"): lambda: foreign_op.get(f"/v1/jobs/{job_id}"),
+        ("POST", "/v1/jobs/{id}/cancel"): lambda: foreign_op.post(f"/v1/jobs/{job_id}/cancel",
+                                                                 {}),
         ("POST", "/v1/claim"): lambda: foreign.post("/v1/claim", {**REF, "payload": 3}),
         ("POST", "/v1/claim/batch"): lambda: foreign.post("/v1/claim/batch", {
             "scope": "invoice", "items": [{"key": "evt-1", "payload": 3},
@@ -83,8 +116,22 @@ def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
     assert answers[("POST", "/v1/sources")][0] == 403  # a client token
     for call in [("GET", "/v1/sources/{name}"), ("PATCH", "/v1/sources/{name}"),
                  ("DELETE", "/v1/sources/{name}"), ("POST", "/v1/sources/{name}/resume"),
-                 ("POST", "/v1/deliveries/redeliver")]:
+                 ("POST", "/v1/deliveries/redeliver"), ("POST", "/v1/sources/{name}/pause"),
+                 ("POST", "/v1/deliveries/retry"), ("POST", "/v1/issues/{id}/acknowledge"),
+                 ("POST", "/v1/issues/{id}/resolve"), ("POST", "/v1/issues/{id}/ignore"),
+                 ("GET", "/v1/alert-channels/{name}"), ("PATCH", "/v1/alert-channels/{name}"),
+                 ("DELETE", "/v1/alert-channels/{name}"),
+                 ("POST", "/v1/alert-channels/{name}/test"), ("GET", "/v1/jobs/{id}"),
+                 ("POST", "/v1/jobs/{id}/cancel")]:
         assert answers[call][0] == 404, call
+    assert answers[("GET", "/v1/issues")][1]["issues"] == []
+    assert answers[("GET", "/v1/alert-channels")][1]["channels"] == []
+    assert answers[("POST", "/v1/alert-channels")][0] == 403  # a client token
+    assert answers[("POST", "/v1/deliveries/bulk")][1] == {"matched": 0}  # acme's source
+    # acme's issue, channel and job as they were
+    assert http.get("/v1/issues", token=http.operator)[1]["issues"][0] == issue
+    assert http.get("/v1/alert-channels/ops", token=http.operator)[1] == channel
+    assert http.get(f"/v1/jobs/{job_id}", token=http.operator)[0] == 200
     assert answers[("POST", "/v1/claim")][1]["outcome"] == "acquired"  # its own record
     assert [r["outcome"] for r in answers[("POST", "/v1/claim/batch")][1]["results"]] == \
         ["in_progress", "acquired"]  # its own records: evt-1 was just claimed above
@@ -117,8 +164,8 @@ def test_tokens_are_compared_in_constant_time(app, tokens, monkeypatch):
     assert accounts.principal(tokens["acme"]) is not None and compared
 
 
-def _patch(http, path):
-    r = http.client.patch(path, json={"max_in_flight": 1}, headers=http._auth(...))
+def _patch(http, path, body=None):
+    r = http.client.patch(path, json=body or {"max_in_flight": 1}, headers=http._auth(...))
     return r.status_code, r.get_json(silent=True), r.headers
 
 
