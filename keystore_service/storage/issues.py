@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-from sqlalchemy import bindparam, func, select, text, update
+from sqlalchemy import bindparam, case, func, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from keystore_service.domain.deliveries import DeliveryState as Q
@@ -77,8 +77,15 @@ class IssueStore:
             T.resolved_at.is_(None)).values(
             state=bindparam("state"), resolved_at=bindparam("resolved_at"),
             acknowledged_by=bindparam("by")).returning(*issues.c), d)
-        oldest = select(func.min(E.received_at)).where(
-            E.source_id == S.id, E.state == Q.QUEUED.value).scalar_subquery()
+        # The oldest event still waiting: queued or being forwarded (an event counted only
+        # while queued left the source's backlog at each of its forwards, and the issue
+        # resolved and opened again with every retry). One index step per state.
+        def first(state: Q) -> Any:
+            return select(func.min(E.received_at)).where(
+                E.source_id == S.id, E.state == state.value).scalar_subquery()
+        queued, delivering = first(Q.QUEUED), first(Q.DELIVERING)
+        oldest = case((queued.is_(None), delivering), (delivering.is_(None), queued),
+                      (queued <= delivering, queued), else_=delivering)
         self._sources = Sql(select(
             S.id, S.tenant_id, S.name, S.state, S.sealed, S.failing_since, S.last_error,
             S.alert_after_seconds, S.backlog_alert_seconds, oldest).order_by(S.id), d)

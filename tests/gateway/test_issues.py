@@ -80,6 +80,24 @@ def test_a_backlog_opens_once_counts_and_resolves_by_itself(gw_app, gw, sink, cl
     assert [i["state"] for i in _issues(gw)] == ["open", "resolved"]
 
 
+def test_a_backlog_stays_open_while_its_oldest_event_is_being_forwarded(gw_app, gw, sink,
+                                                                        clock):
+    """The oldest waiting event counts while a relay forwards it too: counted only while
+    queued, a backlog resolved at each of its forwards and opened again after (two notices
+    per retry; tests/ui/test_browser_issues saw the Slack channel told twice)."""
+    source = create_source(gw, gw.token, sink.url, backlog_alert_seconds=0)
+    _ingest(gw_app, source, "e1")
+    issues = _gw(gw_app).issues
+    assert issues.watch()["opened"] == 1
+    forwarding = _gw(gw_app).forwarding
+    (job,) = forwarding.take("backlog-relay", 4)  # being forwarded: delivering, not queued
+    assert issues.watch()["resolved"] == 0
+    [issue] = _issues(gw)
+    assert issue["state"] == "open"
+    forwarding.settle(job, "backlog-relay", forwarding.forward(job))  # delivered
+    assert issues.watch()["resolved"] == 1
+
+
 def test_delivery_failing_waits_for_alert_after_seconds(gw_app, gw, sink, clock,
                                                          database_url):
     create_source(gw, gw.token, sink.url, alert_after_seconds=120)
