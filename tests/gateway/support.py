@@ -119,10 +119,18 @@ class Sink:
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/in"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self._serving = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._serving.start()
 
     def close(self) -> None:
-        self.server.shutdown()
+        """Stop serving, bounded: socketserver's shutdown() waits for ever when its
+        serve_forever is not running (a clean-clone CI run hung 20 minutes in this
+        fixture's teardown after test_another_instances_relay_is_woken_by_notify)."""
+        if self._serving.is_alive():
+            stopping = threading.Thread(target=self.server.shutdown, daemon=True)
+            stopping.start()
+            stopping.join(10)
+            assert not stopping.is_alive(), "the sink did not stop serving within 10 s"
         self.server.server_close()
 
 
