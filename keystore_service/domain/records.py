@@ -43,6 +43,7 @@ class ReviewKind(StrEnum):
     STALE_LEASE = "stale_lease"  # a lease ran out with an unknown outcome
     DELIVERY_FAILED = "delivery_failed"  # the gateway gave up forwarding an event
     LATE_REPEAT = "late_repeat"  # an expired key came back with its old fingerprint
+    SEND_UNKNOWN = "send_unknown"  # a send's outcome is unknown and no check settled it
 
 
 class OnStale(StrEnum):

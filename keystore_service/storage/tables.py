@@ -134,7 +134,8 @@ attempts = Table(
     Index(None, "record_id", "incarnation", "attempt"),
 )
 
-REVIEW_KINDS = "('fingerprint_mismatch', 'stale_lease', 'delivery_failed', 'late_repeat')"
+REVIEW_KINDS = ("('fingerprint_mismatch', 'stale_lease', 'delivery_failed', 'late_repeat', "
+                "'send_unknown')")
 
 # What needs a person: one open review per (record, kind); refused claims count on it.
 reviews = Table(
@@ -363,5 +364,5 @@ hook_attempts = Table(
 
 # The tables of other modules on this metadata; claims v1.1's late repeats and kept
 # payloads (late_tables.py) stay importable from here, as before.
-from keystore_service.storage import alert_tables, bulk_tables  # noqa: E402,F401 (their tables)
+from keystore_service.storage import alert_tables, bulk_tables, send_tables  # noqa: E402,F401 (their tables)
 from keystore_service.storage.late_tables import kept_payloads, late_repeats, late_traces  # noqa: E402,F401
