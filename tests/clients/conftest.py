@@ -19,6 +19,7 @@ from sqlalchemy.engine import make_url
 from keystore_service.service.claims import system_clock
 from keystore_service.storage import migrate
 from tests.conftest import PG_ADMIN_URL
+from tests.gateway.support import KEY
 from tests.support import EffectSink, Server, new_token
 
 HERE = Path(__file__).parent
@@ -36,7 +37,8 @@ def client_pg_url(pg_admin):
                 params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def service(request, tmp_path_factory):
     """A running key store on each backend, with a client and an operator token of tenant
-    "clients" (`service.token`, `service.operator_token`)."""
+    "clients" (`service.token`, `service.operator_token`), its workers running the relay
+    with a sealing key (so that connections and sends work on both backends)."""
     if request.param == "sqlite":
         db_url = f"sqlite:///{tmp_path_factory.mktemp('clients')}/keystore.db"
     else:
@@ -44,6 +46,7 @@ def service(request, tmp_path_factory):
     migrate.upgrade(db_url)
     log = tmp_path_factory.mktemp("logs") / f"keystore-{request.param}.log"
     server = Server(db_url, workers=2, threads=8, log_path=log,
+                    env={"KEYSTORE_SECRET_KEY": KEY},
                     token=new_token(db_url, "clients", "client", now=system_clock()),
                     operator_token=new_token(db_url, "clients", "operator", now=system_clock()))
     yield server.start()

@@ -12,6 +12,9 @@ and let every repeat get the first result back.
 
 Polling (records without event ids, fetched in overlapping windows): `claim_batch` with a
 `version` per item acquires a record again only when it changed; see docs/polling.md.
+
+Outbound requests made once by the key store itself: `ks.send(scope, key, "billing",
+method="POST", path="/invoices", json=order)` returns `Sent` (docs/python-client.md).
 """
 from ._batch import BatchItem, BatchResult
 from ._client import KeyStore, __version__
@@ -42,11 +45,12 @@ from ._exceptions import (
 from ._keys import derive_key
 from ._models import Checkpoint, Claimed, Record, Result, new_lease_token
 from ._once import Operation
+from ._send import Sent
 from ._retry import RetryPolicy
 
 __all__ = [
     "KeyStore", "Operation", "RetryPolicy", "derive_key", "new_lease_token",
-    "Claimed", "Record", "Result", "Checkpoint", "BatchItem", "BatchResult",
+    "Claimed", "Record", "Result", "Checkpoint", "BatchItem", "BatchResult", "Sent",
     "KeyStoreError", "TransportError", "ConnectError", "OutcomeUnknown", "APIError",
     "InvalidRequest", "Unauthorized", "Forbidden", "NotFound", "Expired", "MethodNotAllowed",
     "InProgress", "NeedsReconciliation", "LeaseLost", "AlreadyCompleted", "PayloadTooLarge",

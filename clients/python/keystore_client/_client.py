@@ -24,6 +24,7 @@ from ._batch import BatchItem, BatchResult, items_json, results_from
 from ._exceptions import ConnectError, OutcomeUnknown, RateLimited, Unavailable
 from ._models import Claimed, Record, Result, VersionLike, proposed_token, version_json
 from ._retry import RetryPolicy
+from ._send import Sent, request_json, send_wait
 from ._transport import error_from, json_body, send
 
 __version__ = "0.1.0"
@@ -169,6 +170,33 @@ class KeyStore:
         body = {"scope": scope, "key": key}
         return Record.from_json(self._call("POST", "/v1/expire", body)["record"])
 
+    def send(self, scope: str, key: str, connection: str, request: Optional[Mapping] = None,
+             *, method: Optional[str] = None, path: Optional[str] = None, json: Any = None,
+             body: Optional[bytes] = None, headers: Optional[Mapping[str, str]] = None,
+             payload: Any = None, fingerprint: Optional[str] = None,
+             resource_id_pointer: Optional[str] = None, wait_seconds: float = 10) -> Sent:
+        """Have the key store make one request to `connection`'s API at most once per
+        (scope, key) (`POST /v1/send`; see the module `_send`). The request is `request` (a
+        dict: method, path, headers, json | body_base64) or the keywords (`method` default
+        POST, `path` relative to the connection's base URL, `json` or raw `body` bytes);
+        `payload` / `fingerprint` as for a claim; `resource_id_pointer` (e.g. "/id") picks
+        the resource id out of the API's answer. Returns `Sent` (outcome sent, failed,
+        accepted or replay). Raises InProgress (`retry_after`) while the first send runs,
+        FingerprintMismatch, NeedsReconciliation, NotFound (no such connection).
+
+        Retried only where the request provably never reached the service (no connection)
+        or the service said nothing was written (429, 503); a lost answer raises
+        OutcomeUnknown at once. Sending again with the same arguments is always safe: the
+        key store never sends twice."""
+        waited = send_wait(wait_seconds)
+        wire = _present(scope=scope, key=key, connection=connection,
+                        request=request_json(request, method=method, path=path, json=json,
+                                             body=body, headers=headers),
+                        payload=payload, fingerprint=fingerprint,
+                        resource_id_pointer=resource_id_pointer, wait_seconds=waited)
+        return Sent.from_json(self._call("POST", "/v1/send", wire, timeout=self.timeout + waited,
+                                         budget_extra=waited, repeat_lost=False))
+
     # --- the exactly-once helper ------------------------------------------------------------
 
     def once(self, scope: str, key: str, **options: Any):
@@ -212,11 +240,12 @@ class KeyStore:
 
     def _call(self, method: str, path: str, body: Optional[dict] = None, *,
               params: Optional[dict] = None, timeout: Optional[float] = None,
-              budget_extra: float = 0) -> dict:
+              budget_extra: float = 0, repeat_lost: bool = True) -> dict:
         """One call of docs/api.md, retried within the policy where that is safe: no
-        connection, 429 / 503, and a lost answer (every call here is safe to repeat: the
-        claims carry their proposed lease tokens). `budget_extra`: seconds the service may
-        wait on purpose (a claim's wait), added to the retry budget."""
+        connection, 429 / 503, and a lost answer (the claims carry their proposed lease
+        tokens) unless `repeat_lost` is False (a send: its lost answer is the caller's).
+        `budget_extra`: seconds the service may wait on purpose (a claim's or a send's
+        wait), added to the retry budget."""
         headers = {"Authorization": f"Bearer {self._token}", "Accept": "application/json",
                    "User-Agent": f"keystore-client-python/{__version__}"}
         policy = self.retry
@@ -233,7 +262,7 @@ class KeyStore:
                     continue
                 raise
             except OutcomeUnknown:
-                if retrying.pause():
+                if repeat_lost and retrying.pause():
                     continue
                 raise
             if response.status_code < 300:
