@@ -5,6 +5,7 @@
              the config module); free_port, KEYSTORE, keystore_cli
     tokens   new_token: the one token helper
     sink     EffectSink: the one effect sink (the downstream system that must act once)
+    downstream  Downstream: a scripted invoices API for sends (faults by request or key)
     http     Api (requests to a real server), Http (Flask's test client)
     nginx    Nginx: the TLS proxy recipe as a real nginx on loopback
 
