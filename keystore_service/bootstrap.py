@@ -49,6 +49,7 @@ from keystore_service.storage.records import RecordStore
 from keystore_service.storage.reports import Reports
 from keystore_service.storage.reviews import ReviewStore
 from keystore_service.storage.secrets import SecretStore
+from keystore_service.storage.send_trail import SendTrails
 from keystore_service.storage.sessions import SignIns
 from keystore_service.storage.sources import SourceStore
 from keystore_service.storage.traces import TraceStore
@@ -92,6 +93,7 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
                   # clocks may differ
                   SignIns(database, MAX_SESSION_SECONDS + 3600))
     ks.jobs.sweep_steps.append(ks.gateway.forwarding.events.drop_old_bodies)
+    ks.send_trails = SendTrails(database)
     ks.gateway.bulk = Bulk(BulkStore(database), ks.gateway.deliveries, ks.operations, clock)
     build_alerts(ks.gateway, settings, database, reports, clock)
     return ks

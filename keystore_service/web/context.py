@@ -3,7 +3,7 @@ way a view, an error handler or a page reaches it (typed, instead of a look-up b
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from flask import current_app
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:  # types only: server.py imports this module before prometheus
     from keystore_service.storage.ratelimit import RateLimiter
     from keystore_service.storage.reports import Reports
     from keystore_service.storage.secrets import SecretStore
+    from keystore_service.storage.send_trail import SendTrails
     from keystore_service.storage.sessions import SignIns
     from keystore_service.web.ui.ui_session import Sessions
 
@@ -51,6 +52,7 @@ class Keystore:
     gateway: Gateway
     sessions: Sessions  # the operators' page's signed cookies
     signins: SignIns  # the page's sign-ins, so a revoked token ends its sessions
+    send_trails: Optional[SendTrails] = None  # what the page shows of outbound sends
 
 
 def keystore() -> Keystore:

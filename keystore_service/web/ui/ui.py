@@ -31,7 +31,15 @@ from keystore_service.storage.accounts import Principal
 from keystore_service.web import errors as web_errors
 from keystore_service.web.context import keystore
 from keystore_service.web.errors import HEADERS, CsrfRefused
-from keystore_service.web.ui import ui_bodies, ui_bulk, ui_chart, ui_gateway, ui_issues, ui_text
+from keystore_service.web.ui import (
+    ui_bodies,
+    ui_bulk,
+    ui_chart,
+    ui_gateway,
+    ui_issues,
+    ui_sends,
+    ui_text,
+)
 from keystore_service.web.ui.ui_forms import (
     FIRST_REPORT_DAY,
     FormError,
@@ -213,14 +221,16 @@ def record():
     resolved = [v for v, _ in ks.operations.list_reviews(tenant, "resolved", scope=scope,
                                                          key=key, limit=20)[0]]
     done = request.args.get("done")
+    audit = ks.oversight.audit_trail(tenant, scope, key)
     payloads = {v.id: ui_bodies.compare_payloads(ks.operations.kept(v, found))
                 for v in open_reviews if v.kind == domain.ReviewKind.FINGERPRINT_MISMATCH}
     return render_template(
         "ui/record.html", r=found, open_reviews=open_reviews, resolved=resolved,
         payloads=payloads, late=ks.service.traces.of_key(tenant, scope, key),
         attempts=ks.service.records.attempt_history(found.id),
-        audit=ks.oversight.audit_trail(tenant, scope, key),
-        expired=domain.expired(found, now), lease_live=domain.lease_live(found, now),
+        audit=audit, send_trail=ui_sends.trail(tenant, found, audit, resolved),
+        answer_shown=ui_sends.shown, expired=domain.expired(found, now),
+        lease_live=domain.lease_live(found, now),
         finished=found.state in domain.FINISHED, done=DONE.get(done or ""),
         hook_source=scope[len(SCOPE_PREFIX):] if is_hook_scope(scope) else None)
 
@@ -295,3 +305,4 @@ web_errors.install_page(bp)
 ui_gateway.install(bp, operator_page)  # the Webhooks section
 ui_bulk.install(bp, operator_page)  # its bulk actions
 ui_issues.install(bp, operator_page)  # the Issues section
+ui_sends.install(bp, operator_page)  # the Connections page (a record's trail: record())
