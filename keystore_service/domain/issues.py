@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-# What an issue is about. `send_unresolved` (outbound sends waiting for a person) is accepted
-# everywhere (filters, channels' kinds) but nothing opens it until outbound sends exist.
+# What an issue is about. `send_unresolved`: a connection's outbound sends wait for a person
+# (their outcome unknown, no check settled them).
 KINDS = ("delivery_failing", "backlog", "source_broken", "reviews_waiting", "send_unresolved")
 ISSUE_STATES = ("open", "acknowledged", "resolved", "ignored")
 LIVE_STATES = ("open", "acknowledged")  # the one issue per (tenant, kind, subject)

@@ -85,7 +85,7 @@ class Issues:
                     done["notices"] += self._tell(cur, issue, "opened", now)
             for issue in live:
                 key = (issue.tenant_id, issue.kind, issue.subject)
-                if key in held or key in undecided or issue.kind == "send_unresolved":
+                if key in held or key in undecided:
                     continue
                 ended = self.store.end(cur, issue, now)
                 if ended is not None and ended.state == "resolved":
@@ -112,6 +112,10 @@ class Issues:
         for s in sources:
             found.extend(self._of_source(s, now, failed_reviews.get(
                 (s.tenant_id, HOOK_SCOPE_PREFIX + s.name), 0)))
+        for (tenant_id, connection), n in sorted(self.store.unresolved_sends().items()):
+            found.append(Finding(tenant_id, "send_unresolved", connection,
+                                 f"{n} send(s) of connection {connection} wait for a person: "
+                                 "their outcome is unknown and no check settled it", n))
         return found
 
     def _of_source(self, s: Watched, now: Micros, failed: int) -> list[Finding]:

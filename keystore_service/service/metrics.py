@@ -49,6 +49,10 @@ HOOKS_RECEIVED = Counter("keystore_hooks_received_total", "Webhook deliveries re
                          "what became of them", ["tenant", "source", "status"])
 HOOK_FORWARDS = Counter("keystore_hook_forwards_total", "Forwards of accepted events, by "
                         "outcome", ["tenant", "source", "outcome"])
+SETTLEMENTS = Counter("keystore_settlements_total", "Checks run against records whose "
+                      "outcome was unknown, by what they found: found, absent, or unresolved "
+                      "(the last of its unclear tries: a person decides)",
+                      ["tenant", "scope", "outcome"])
 FORWARD_DURATION = Histogram("keystore_hook_forward_duration_seconds",
                              "How long a destination took to answer a forward",
                              ["tenant", "source"], buckets=LATENCY_BUCKETS)
@@ -93,6 +97,9 @@ class Metrics(ClaimObserver):
     def forward(self, tenant: str, source: str, outcome: str, seconds: float) -> None:
         HOOK_FORWARDS.labels(tenant, source, outcome).inc()
         FORWARD_DURATION.labels(tenant, source).observe(seconds)
+
+    def settlement(self, tenant: str, scope: str, outcome: str) -> None:
+        SETTLEMENTS.labels(tenant, self._scope(scope), outcome).inc()
 
     def claim_group(self, size: int) -> None:
         CLAIM_GROUPS.inc()
@@ -176,7 +183,7 @@ def exposition(gauges: Gauges, clock, max_scopes: int = 100) -> bytes:
     else:
         for metric in (CLAIMS, DUPLICATES, MISMATCHES, DB_ERRORS, DURATION, HOOKS_RECEIVED,
                        HOOK_FORWARDS, FORWARD_DURATION, LATE_REPEATS, CLAIM_GROUPS,
-                       CLAIM_GROUP_MEMBERS):
+                       CLAIM_GROUP_MEMBERS, SETTLEMENTS):
             registry.register(metric)
     registry.register(OpenReviews(gauges, clock))
     registry.register(LeaseExpiries(gauges, max_scopes))

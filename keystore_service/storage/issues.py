@@ -12,9 +12,11 @@ from sqlalchemy import bindparam, case, func, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from keystore_service.domain.deliveries import DeliveryState as Q
-from keystore_service.domain.records import Micros
+from keystore_service.domain.records import Micros, ReviewKind
+from keystore_service.domain.sends import SendState
 from keystore_service.storage.alert_tables import LIVE, issues
 from keystore_service.storage.db import Database
+from keystore_service.storage.send_tables import sends
 from keystore_service.storage.sql import Sql
 from keystore_service.storage.tables import hook_events, hook_sources, reviews
 
@@ -91,6 +93,15 @@ class IssueStore:
             S.alert_after_seconds, S.backlog_alert_seconds, oldest).order_by(S.id), d)
         self._reviews = Sql(select(V.tenant_id, V.scope, V.kind, func.count()).where(
             V.state == "open").group_by(V.tenant_id, V.scope, V.kind), d)
+        # Sends waiting for a person: unresolved, their record's send_unknown review open.
+        waiting = sends.c.state == SendState.UNRESOLVED.value
+        self._sends = Sql(select(sends.c.tenant_id, sends.c.connection_name,
+                                 func.count(func.distinct(sends.c.id)))
+                          .select_from(sends.join(reviews, (V.record_id == sends.c.record_id)
+                                                  & (V.tenant_id == sends.c.tenant_id)))
+                          .where(waiting, V.kind == ReviewKind.SEND_UNKNOWN.value,
+                                 V.state == "open")
+                          .group_by(sends.c.tenant_id, sends.c.connection_name), d)
         self._d = d
 
     def observe(self, cur: Any, tenant_id: int, kind: str, subject: str, now: Micros,
@@ -171,6 +182,12 @@ class IssueStore:
         """Open reviews counted by (tenant, scope, kind)."""
         with self.db.connection() as cur:
             return {(t, s, k): n for t, s, k, n in self._reviews.all(cur)}
+
+    def unresolved_sends(self) -> dict[tuple[int, str], int]:
+        """Sends waiting for a person (unresolved, with an open send_unknown review),
+        counted by (tenant, connection name)."""
+        with self.db.connection() as cur:
+            return {(t, c): n for t, c, n in self._sends.all(cur)}
 
     def transaction(self):
         return self.db.transaction()
