@@ -7,6 +7,7 @@ const authentication = require('./authentication');
 const claim = require('./creates/claim');
 const complete = require('./creates/complete');
 const release = require('./creates/release');
+const send = require('./creates/send');
 const find = require('./searches/find');
 
 module.exports = {
@@ -18,6 +19,7 @@ module.exports = {
     [claim.key]: claim,
     [complete.key]: complete,
     [release.key]: release,
+    [send.key]: send,
   },
   searches: {
     [find.key]: find,
