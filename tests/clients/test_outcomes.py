@@ -62,3 +62,45 @@ def test_keystore_client_run_exits_as_the_doc_says():
             continue  # the command runs, or its stored output and code are replayed
         got = str(exits.for_error(error_of(code)))
         assert got in spans(IDIOMS[ending]["`keystore-client run`"]), (code, ending, got)
+
+
+SEND_HEADER, *SEND_ROWS = table_after("A send's answers")
+SEND_COLUMN = "Python `KeyStore.send`"
+
+
+def send_cells() -> list:
+    """(the answer codes of a row, the Python client's cell) for each row of "A send's
+    answers" that names codes (outside its parentheses)."""
+    column = SEND_HEADER.index(SEND_COLUMN)
+    rows = [(spans(re.sub(r"\([^)]*\)", "", row[0])), row[column]) for row in SEND_ROWS]
+    return [(codes, cell) for codes, cell in rows if codes]
+
+
+def test_the_send_table_lists_every_answer_of_a_send():
+    listed = {code for codes, _ in send_cells() for code in codes}
+    assert {"sent", "replay", "failed", "accepted", "in_progress", "fingerprint_mismatch",
+            "needs_reconciliation", "unavailable", "rate_limited"} <= listed
+
+
+def test_the_python_client_maps_every_answer_of_a_send_as_the_doc_says():
+    """A returned answer names only properties `Sent` has, true for that outcome; a raised
+    one names the exception class of each of its codes."""
+    from keystore_client import Sent
+    from keystore_client._models import Record
+    for codes, cell in send_cells():
+        if cell.startswith("returns `Sent`"):
+            code = codes[0]
+            record = Record(scope="s", key="k", state="failed" if code == "failed" else
+                            "succeeded", fingerprint=None, version=None, attempt=1,
+                            first_seen_at=None, last_seen_at=None, expires_at=None,
+                            lease_expires_at=None, duplicate_count=0, checkpoint=None,
+                            result=None, review=None)
+            sent = Sent(code, record, None)
+            named = [p[1:] for p in spans(cell) if p.startswith(".") and p != ".result"]
+            assert named, (code, cell)
+            for prop in named:
+                assert getattr(sent, prop) is True, (code, prop)
+        else:
+            raised = [name for name in spans(cell) if name[:1].isupper()]
+            for code in codes:
+                assert BY_CODE[code].__name__ in raised, (code, cell)
