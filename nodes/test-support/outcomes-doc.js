@@ -59,4 +59,18 @@ function readOutcomesDoc() {
   };
 }
 
-module.exports = { readOutcomesDoc };
+/**
+ * The table of docs/outcomes.md "A send's answers": one row per answer of POST /v1/send,
+ * as {codes (the answer cell's code spans outside parentheses), ending, cells: Map(column
+ * -> cell text)}.
+ */
+function readSendTable() {
+  const [header, ...rows] = tableAfter(fs.readFileSync(DOC, 'utf8'), "A send's answers");
+  return rows.map((cells) => ({
+    codes: codeSpans(cells[0].replace(/\([^)]*\)/g, '')),
+    ending: cells[1],
+    cells: new Map(header.map((name, i) => [name, cells[i]])),
+  }));
+}
+
+module.exports = { readOutcomesDoc, readSendTable, codeSpans };

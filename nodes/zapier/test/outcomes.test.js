@@ -8,7 +8,7 @@
 const { it } = require('node:test');
 const assert = require('node:assert/strict');
 const zapier = require('zapier-platform-core');
-const { readOutcomesDoc } = require('../../test-support/outcomes-doc');
+const { readOutcomesDoc, readSendTable, codeSpans } = require('../../test-support/outcomes-doc');
 const { toZapierError } = require('../lib/transport');
 const { App, run, itemId, rejection } = require('./support');
 
@@ -42,5 +42,23 @@ it('ends every answer in docs/outcomes.md the way the doc says, in the Claim ste
   for (const code of doc.answers) {
     const [idiom] = doc.idiomOf(doc.endingOf(code), COLUMN);
     assert.equal(await stepEnding(code), idiom, `${code} (${doc.endingOf(code)})`);
+  }
+});
+
+it("ends every refused answer of a send as docs/outcomes.md's \"A send's answers\" says", () => {
+  const rows = readSendTable();
+  const column = 'Zapier *Send Once*';
+  const refused = rows.filter((row) => row.codes.some((code) => STATUS[code]));
+  assert.ok(refused.length >= 4, `the send table lists ${refused.length} refused answers`);
+  for (const row of refused) {
+    const cell = row.cells.get(column);
+    for (const code of row.codes) {
+      const response = { status: STATUS[code], data: { error: { code, message: code, details: {} } },
+        getHeader: () => undefined };
+      assert.deepEqual(codeSpans(cell).slice(0, 1), [toZapierError(z, response).name], `${code}: ${cell}`);
+    }
+  }
+  for (const row of rows.filter((r) => r.ending === 'Done')) {
+    assert.match(row.cells.get(column), /^the step succeeds: `outcome` `(sent|replay)`/);
   }
 });
