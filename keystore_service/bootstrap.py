@@ -18,6 +18,7 @@ from keystore_service.gateway.alerts import Alerts, report_text
 from keystore_service.gateway.assembly import Gateway
 from keystore_service.gateway.bulk import Bulk
 from keystore_service.gateway.channels import Channels
+from keystore_service.gateway.connections import Connections
 from keystore_service.gateway.deliveries import Deliveries
 from keystore_service.gateway.destinations import Policy
 from keystore_service.gateway.forwarding import Forwarding
@@ -39,6 +40,7 @@ from keystore_service.storage import db
 from keystore_service.storage.accounts import Accounts
 from keystore_service.storage.alerts import AlertStore
 from keystore_service.storage.bulk import BulkStore
+from keystore_service.storage.connections import ConnectionStore
 from keystore_service.storage.events import HookStore
 from keystore_service.storage.gauges import Gauges
 from keystore_service.storage.issues import IssueStore
@@ -51,6 +53,7 @@ from keystore_service.storage.reviews import ReviewStore
 from keystore_service.storage.secrets import SecretStore
 from keystore_service.storage.send_trail import SendTrails
 from keystore_service.storage.sessions import SignIns
+from keystore_service.storage.settlements import ScopeSettlementStore
 from keystore_service.storage.sources import SourceStore
 from keystore_service.storage.traces import TraceStore
 from keystore_service.web.api.render import rfc3339
@@ -122,6 +125,9 @@ def build_gateway(settings: Settings, database: db.Database, records: RecordStor
     listen_url = None if events.sqlite else db.libpq_url(settings.database_url)
     gateway = Gateway(sealer, Sources(sources, sealer, clock, outbound=outbound),
                       ingest, deliveries, forwarding, listen_url)
+    gateway.settlements = ScopeSettlementStore(database)
+    gateway.connections = Connections(ConnectionStore(database), gateway.settlements, sealer,
+                                      outbound, clock)
     return gateway
 
 

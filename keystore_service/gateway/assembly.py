@@ -10,6 +10,7 @@ from typing import Optional
 from keystore_service.gateway.alerts import AlertLoop, Alerts
 from keystore_service.gateway.bulk import Bulk
 from keystore_service.gateway.channels import Channels
+from keystore_service.gateway.connections import Connections
 from keystore_service.gateway.deliveries import Deliveries
 from keystore_service.gateway.forwarding import Forwarding
 from keystore_service.gateway.ingest import Ingest
@@ -18,6 +19,7 @@ from keystore_service.gateway.relay import Relay
 from keystore_service.gateway.sources import Sources
 from keystore_service.service.sealing import Sealer
 from keystore_service.settings import Settings
+from keystore_service.storage.settlements import ScopeSettlementStore
 
 
 @dataclass
@@ -36,6 +38,9 @@ class Gateway:
     alerts: Optional[Alerts] = None
     alert_loop: Optional[AlertLoop] = None
     bulk: Optional[Bulk] = None  # the bulk actions (bootstrap.build: they need Operations)
+    # Outbound (issue 28): the tenants' connections, and the scopes' settlements
+    connections: Optional[Connections] = None
+    settlements: Optional[ScopeSettlementStore] = None
 
     def wake(self) -> bool:
         """Wake this process's relay; True when it runs and has a free slot."""

@@ -69,6 +69,10 @@ MAINTENANCE = {
     "AlertStore._due": "the notices' outbox: due notices of every channel, to lease them",
     "AlertStore._counts": "the /metrics gauges: sent and failed notices, all tenants",
     "BulkStore._orphan": "the bulk watcher: any tenant's running job whose runner stopped",
+    "ConnectionStore._by_any_id": "the sender's due sends of every tenant: a send's connection "
+                                  "by its id when no tenant is given",
+    "ScopeSettlementStore._all": "the reconciler's settlement pass: every tenant's scopes with "
+                                 "a settlement",
 }
 FINDS_TENANT = {
     "Accounts._by_hash": "a bearer token's hash is what names the tenant",
