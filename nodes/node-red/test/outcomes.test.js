@@ -51,3 +51,42 @@ it('has the doc\'s first three endings as its three outputs, in order', () => {
   const html = require('node:fs').readFileSync(require.resolve('../nodes/keystore-guard.html'), 'utf8');
   assert.match(html, /outputLabels: \['new: do it', 'already done', 'needs attention'\]/);
 });
+
+// keystore send's column of docs/outcomes.md "A send's answers": each answer of POST /v1/send
+// through lib/send.js route(), and sendOnce() for no answer at all.
+const { readSendTable, codeSpans } = require('../../test-support/outcomes-doc');
+const { route: sendRoute, sendOnce } = require('../lib/send');
+
+const SEND_OUTPUTS = ['sent', 'failed', 'accepted', 'needs attention']; // keystore-send.html's outputLabels
+const SEND_STATUS = { sent: 201, accepted: 202, failed: 200, replay: 200, ...STATUS };
+
+async function sendEnding(code, ending) {
+  const about = { scope: 's', key: 'k', connection: 'c' };
+  try {
+    if (code === undefined) {
+      await sendOnce({ url: 'http://127.0.0.1:9', token: 'ks_x', timeoutMs: 2000 }, about, 0);
+      return 'no error';
+    }
+    const record = { scope: 's', key: 'k', state: ending === 'Refused' ? 'failed' : 'succeeded', result: null };
+    const body = ['sent', 'accepted', 'failed', 'replay'].includes(code) ? { outcome: code, record }
+      : { error: { code, message: code, details: {} } };
+    return SEND_OUTPUTS[sendRoute({ status: SEND_STATUS[code], body }, about).output];
+  } catch (error) {
+    assert.equal(error.code, code ?? 'unreachable', 'the error carries the code for msg.keystore.outcome');
+    return 'error';
+  }
+}
+
+it('sends every answer of a send where docs/outcomes.md "A send\'s answers" says', async () => {
+  const rows = readSendTable();
+  assert.ok(rows.length >= 9, `the send table lists ${rows.length} rows`);
+  for (const row of rows) {
+    const cell = row.cells.get('Node-RED *keystore send*');
+    assert.ok(cell, 'the table has the Node-RED column');
+    for (const code of row.codes.length ? row.codes : [undefined]) {
+      assert.equal(await sendEnding(code, row.ending), codeSpans(cell)[0], `${code ?? 'no answer'}: ${cell}`);
+    }
+  }
+  const html = require('node:fs').readFileSync(require.resolve('../nodes/keystore-send.html'), 'utf8');
+  assert.match(html, /outputLabels: \['sent', 'failed', 'accepted', 'needs attention'\]/);
+});

@@ -45,6 +45,7 @@ const NODES = [
   require('../nodes/keystore-guard'),
   require('../nodes/keystore-complete'),
   require('../nodes/keystore-release'),
+  require('../nodes/keystore-send'),
   require('@node-red/nodes/core/function/10-function'),
   require('@node-red/nodes/core/function/15-change'),
   require('@node-red/nodes/core/function/89-delay'),

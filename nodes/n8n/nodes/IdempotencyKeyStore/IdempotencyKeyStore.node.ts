@@ -14,11 +14,12 @@ import * as expire from './operations/expire';
 import * as extend from './operations/extend';
 import * as lookup from './operations/lookup';
 import * as release from './operations/release';
+import * as sendOnce from './operations/sendOnce';
 import { outputField, scopeAndKey } from '../shared/properties';
 import { testCredential } from '../shared/credentialTest';
 
 const HOLDER_OPERATIONS = ['complete', 'release', 'extend'];
-const OTHER_OPERATIONS = ['claim', 'claimBatch', 'lookup', 'expire'];
+const OTHER_OPERATIONS = ['claim', 'claimBatch', 'lookup', 'expire', sendOnce.OPERATION];
 
 /**
  * The key store's operations, one request per item (Claim Batch: one per 1,000 items). Use
@@ -33,7 +34,8 @@ export class IdempotencyKeyStore implements INodeType {
 		group: ['transform'],
 		version: 1,
 		subtitle: '={{ $parameter["operation"] + ": " + $parameter["scope"] }}',
-		description: 'Claim, complete, release, extend, look up or expire keys in an Idempotency Key Store',
+		description:
+			'Claim, complete, release, extend, look up or expire keys in an Idempotency Key Store, or have it send a request once',
 		defaults: { name: 'Idempotency Key Store' },
 		inputs: [NodeConnectionTypes.Main],
 		outputs: [NodeConnectionTypes.Main],
@@ -54,6 +56,11 @@ export class IdempotencyKeyStore implements INodeType {
 						description: 'What the holder of a claim does: complete, release, extend',
 					},
 					{ name: 'Record', value: 'record', description: 'Read or expire the record of a key' },
+					{
+						name: 'Send',
+						value: 'send',
+						description: "Have the key store make an API request once per key, with a connection's credentials",
+					},
 				],
 			},
 			{
@@ -128,6 +135,23 @@ export class IdempotencyKeyStore implements INodeType {
 					},
 				],
 			},
+			{
+				displayName: 'Operation',
+				name: 'operation',
+				type: 'options',
+				noDataExpression: true,
+				default: 'sendOnce',
+				displayOptions: { show: { resource: ['send'] } },
+				options: [
+					{
+						name: 'Send Once',
+						value: 'sendOnce',
+						action: 'Send a request once',
+						description:
+							"The key store makes the request to a connection's API at most once per key; repeats get its first answer",
+					},
+				],
+			},
 			...scopeAndKey({ operation: OTHER_OPERATIONS }),
 			...scopeAndKey({ operation: HOLDER_OPERATIONS }, true),
 			...claim.description,
@@ -137,6 +161,7 @@ export class IdempotencyKeyStore implements INodeType {
 			...extend.description,
 			...lookup.description,
 			...expire.description,
+			...sendOnce.description,
 			outputField(),
 		],
 	};

@@ -15,6 +15,7 @@ import * as expire from './operations/expire';
 import * as extend from './operations/extend';
 import * as lookup from './operations/lookup';
 import * as release from './operations/release';
+import * as sendOnce from './operations/sendOnce';
 
 const PER_ITEM: Record<string, ItemOperation> = {
 	claim: claim.execute,
@@ -23,6 +24,7 @@ const PER_ITEM: Record<string, ItemOperation> = {
 	extend: extend.execute,
 	lookup: lookup.execute,
 	expire: expire.execute,
+	[sendOnce.OPERATION]: sendOnce.execute,
 };
 
 export async function runKeyStore(
@@ -54,8 +56,21 @@ export async function runKeyStore(
 			emit(index, await run(c, index));
 		} catch (error) {
 			if (!continueOnFail) throw asNodeError(ctx, error, index);
-			out.push({ json: { error: (error as Error).message }, pairedItem: { item: index } });
+			out.push({ json: { error: errorJson(error) }, pairedItem: { item: index } });
 		}
 	}
 	return [out];
+}
+
+/**
+ * An item's error under "On Error: Continue": the message, and for an error that carries an
+ * answer of the key store (Send Once's `send_failed`: the API's stored refusal) that answer
+ * beside it, with the reason. A lone `error` member sends the item to n8n's error output
+ * under "Continue (using error output)".
+ */
+function errorJson(error: unknown): JsonObject | string {
+	const { message } = error as Error;
+	const context = (error as { context?: { keystoreInfo?: JsonObject; keystoreCode?: string } }).context;
+	if (!context?.keystoreInfo) return message;
+	return { message, reason: context.keystoreCode ?? 'error', ...context.keystoreInfo };
 }

@@ -132,3 +132,43 @@ export function recordOf(body: unknown): KeyRecord | undefined {
 export const MAX_WAIT_PER_LOOKUP = 30; // docs/api.md's limit on GET /v1/keys?wait=
 export const MAX_CLAIM_WAIT = 30; // docs/api.md's limit on a claim's wait_seconds
 export const MAX_BATCH_ITEMS = 1000; // docs/api.md's limit on POST /v1/claim/batch
+
+/** The outcomes of POST /v1/send that come with a record (docs/api.md "Outbound"). */
+export type SendOutcome = 'sent' | 'failed' | 'accepted' | 'replay';
+
+/** What one send answered: the API's answer as `result` (none while `accepted`). */
+export interface SendAnswer {
+	outcome: SendOutcome;
+	record: KeyRecord;
+	result: StoredResult | null;
+}
+
+const SEND_ANSWERS: Record<number, readonly string[]> = {
+	201: ['sent'],
+	200: ['failed', 'replay'],
+	202: ['accepted'],
+};
+
+/**
+ * A send's answer from its HTTP status and body: 201 sent, 200 failed or replay, 202 accepted.
+ * Undefined for anything else (409 in_progress, 422 fingerprint_mismatch, 404 not_found...):
+ * the caller turns that into an error with the key store's code.
+ */
+export function sendAnswerOf(status: number, body: unknown): SendAnswer | undefined {
+	if (!isObject(body) || typeof body.outcome !== 'string' || !isObject(body.record)) return undefined;
+	if (!(SEND_ANSWERS[status] ?? []).includes(body.outcome)) return undefined;
+	const record = body.record as unknown as KeyRecord;
+	const result = isObject(body.result) ? (body.result as StoredResult) : (record.result ?? null);
+	return { outcome: body.outcome as SendOutcome, record, result: body.outcome === 'accepted' ? null : result };
+}
+
+/**
+ * Whether a send's answer means the destination refused for good: `failed` now, or a `replay`
+ * of a send that failed (the repeat gets the first answer, so it ends the same way).
+ */
+export function sendRefused(answer: SendAnswer): boolean {
+	return answer.outcome === 'failed' || (answer.outcome === 'replay' && answer.record.state === 'failed');
+}
+
+export const MAX_SEND_WAIT = 30; // docs/api.md's limit on a send's wait_seconds
+export const SEND_METHODS = ['POST', 'PUT', 'PATCH', 'DELETE'] as const;

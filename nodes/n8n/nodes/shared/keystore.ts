@@ -7,19 +7,22 @@
  */
 import { randomBytes } from 'node:crypto';
 
-import type { IDataObject, IExecuteFunctions } from 'n8n-workflow';
+import type { IDataObject, IExecuteFunctions, JsonObject as N8nJson } from 'n8n-workflow';
+import { NodeApiError } from 'n8n-workflow';
 
-import type { Answer, ClaimAnswer, ErrorBody, JsonValue, KeyRecord } from './contract';
+import type { Answer, ClaimAnswer, ErrorBody, JsonValue, KeyRecord, SendAnswer } from './contract';
 import {
 	MAX_BATCH_ITEMS,
 	MAX_CLAIM_WAIT,
+	MAX_SEND_WAIT,
 	MAX_WAIT_PER_LOOKUP,
 	claimAnswerOf,
 	errorOf,
 	recordOf,
+	sendAnswerOf,
 } from './contract';
 import type { FingerprintPart } from './fingerprint';
-import { asNodeError, call, unexpected } from './transport';
+import { asNodeError, call, tagged, unexpected } from './transport';
 
 // 24 random bytes are 32 base64url characters, 192 bits: over docs/api.md's floor of 128
 // random bits for a proposed lease token (`lt_` + 22-64 of A-Z a-z 0-9 _ -).
@@ -212,4 +215,46 @@ export interface ResultIn {
 	resource_id?: string;
 	status_code?: number;
 	body?: JsonValue;
+}
+
+/** The body of POST /v1/send, as docs/api.md "Outbound" has it. */
+export interface SendRequest extends FingerprintPart {
+	scope: string;
+	key: string;
+	connection: string;
+	request: IDataObject;
+	resource_id_pointer?: string;
+	wait_seconds: number;
+}
+
+/**
+ * POST /v1/send: the key store makes the request to the connection's API at most once per
+ * (scope, key) and answers sent, failed, accepted or replay; any other answer (409
+ * in_progress, 422 fingerprint_mismatch, 404 for an unknown connection, 400...) throws with
+ * the key store's code. A request that got no answer is not sent again here: the send may be
+ * queued, and the item's next run (same key) gets what the first one did.
+ */
+export async function send({ ctx, url }: Ctx, body: SendRequest, itemIndex: number): Promise<SendAnswer> {
+	const wait = Number.isFinite(body.wait_seconds)
+		? Math.min(Math.max(Math.ceil(body.wait_seconds), 0), MAX_SEND_WAIT)
+		: 0;
+	let answer: Answer;
+	try {
+		answer = await call(ctx, url, 'POST', '/v1/send', {
+			body: { ...body, wait_seconds: wait } as unknown as IDataObject,
+			itemIndex,
+			waitSeconds: wait,
+		});
+	} catch (error) {
+		const lost = new NodeApiError(ctx.getNode(), error as N8nJson, {
+			message: `The key store at ${url} did not answer the send`,
+			description:
+				'The request may or may not be queued. Run the item again with the same key: the key store makes the request at most once, and the repeat gets its answer.',
+			itemIndex,
+		});
+		throw tagged(lost, 'unreachable');
+	}
+	const sent = sendAnswerOf(answer.status, answer.body);
+	if (!sent) throw unexpected(ctx, answer, itemIndex);
+	return sent;
 }

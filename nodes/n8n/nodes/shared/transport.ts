@@ -97,6 +97,13 @@ const HINTS: Record<string, string> = {
 	rate_limited: 'Too many requests for this token; retry after a pause.',
 	in_progress:
 		'Another execution still holds this key (after the wait). Nothing was claimed: answer a webhook sender 503 so that it sends again; its next delivery gets the result. See docs/outcomes.md.',
+	fingerprint_mismatch:
+		'This key was used before with other data: nothing was done. A person decides in the key store\'s review queue; a real change needs a new key.',
+	needs_reconciliation:
+		'An earlier attempt ended without saying whether it did the work: nothing was done. A person decides in the key store\'s review queue.',
+	not_found: 'No such connection (or record) for this token\'s tenant: check the name in the key store (keystore connection list).',
+	send_failed:
+		'The API refused the request for good (a 4xx): the key store stored its answer, and every repeat of this key gets it back. Fix the request and use a new key.',
 };
 
 function hint(code: string): string | undefined {

@@ -47,3 +47,47 @@ test('every claim outcome of docs/api.md has a row in docs/outcomes.md', () => {
 		outputNames,
 	);
 });
+
+// Send Once's column of docs/outcomes.md "A send's answers": each answer of POST /v1/send is
+// run through what the operation uses (contract.sendAnswerOf and sendRefused for an answer,
+// transport.unexpected for an error of the key store, keystore.send for no answer at all).
+const { readSendTable, codeSpans } = require('../../../test-support/outcomes-doc');
+const { send } = load('nodes/shared/keystore.js');
+const transport = load('nodes/shared/transport.js');
+
+const SEND_STATUS = { sent: 201, accepted: 202, failed: 200, replay: 200, in_progress: 409, needs_reconciliation: 409, fingerprint_mismatch: 422, unavailable: 503, rate_limited: 429 };
+const node = { name: 'Send Once', type: 'test', typeVersion: 1 };
+
+/** The code spans Send Once's column must start with, for `code` in a row ending `ending`. */
+async function sendEnding(code, ending) {
+	if (code === undefined) {
+		const ctx = { getNode: () => node, helpers: { httpRequestWithAuthentication: async () => { throw new Error('ECONNREFUSED'); } } };
+		const error = await send({ ctx, url: 'http://127.0.0.1:9' }, { scope: 's', key: 'k', connection: 'c', request: {}, wait_seconds: 0 }, 0).then(() => null, (e) => e);
+		return ['error', error.context.keystoreCode];
+	}
+	const record = { scope: 's', key: 'k', state: ending === 'Refused' ? 'failed' : 'succeeded', result: null };
+	const answer = contract.sendAnswerOf(SEND_STATUS[code], { outcome: code, record });
+	if (answer) return contract.sendRefused(answer) ? ['error', 'send_failed'] : ['outcome', code];
+	const error = transport.unexpected({ getNode: () => node }, { status: SEND_STATUS[code], body: { error: { code, message: code, details: {} } }, headers: {} });
+	return ['error', error.context.keystoreCode];
+}
+
+test('Send Once ends every answer of a send as docs/outcomes.md "A send\'s answers" says', async () => {
+	const rows = readSendTable();
+	assert.ok(rows.length >= 9, `the send table lists ${rows.length} rows`);
+	for (const row of rows) {
+		const cell = row.cells.get('n8n *Send Once*');
+		assert.ok(cell, 'the table has the n8n column');
+		for (const code of row.codes.length ? row.codes : [undefined]) {
+			const [kind, value] = await sendEnding(code, row.ending);
+			const spans = codeSpans(cell);
+			if (kind === 'outcome') {
+				assert.match(cell, /^the main output: `outcome` /, `${code}: ${cell}`);
+				assert.equal(spans[1], value, `${code}: ${cell}`);
+			} else {
+				assert.equal(spans[0], 'error', `${code ?? 'no answer'}: ${cell}`);
+				assert.ok(spans.includes(value), `${code ?? 'no answer'} -> ${value}: ${cell}`);
+			}
+		}
+	}
+});
