@@ -44,12 +44,14 @@ def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock,
     _whole_bodies(app)  # then: everything after it sees a body of known length
     from keystore_service.web.api.api import authenticate, bp
     from keystore_service.web.api.bulk_api import bp as bulk_bp
+    from keystore_service.web.api.connection_api import v1 as connections_v1
     from keystore_service.web.api.gateway_api import inbound, v1
     from keystore_service.web.api.issues_api import v1 as issues_v1
     app.register_blueprint(bp)
     app.register_blueprint(v1)
     app.register_blueprint(issues_v1)
     app.register_blueprint(bulk_bp)
+    app.register_blueprint(connections_v1)
     app.register_blueprint(inbound)
     ui.init_app(app)
     _service_endpoints(app, keystore)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from typing import Any, Optional
-from urllib.parse import urlsplit
 
 from keystore_service import errors
 from keystore_service.domain import pointers
@@ -23,10 +22,25 @@ from keystore_service.service.sealing import Sealer
 from keystore_service.storage.connections import Connection, ConnectionStore
 from keystore_service.storage.settlements import ScopeSettlement, ScopeSettlementStore
 
-NAME = re.compile(r"[a-z0-9_-]{1,64}")  # web/api/connection_schemas.ConnectionName
+# The patterns are /openapi.json's too (web/api/connection_schemas.py): one rule, two readers.
+NAME_PATTERN = r"^[a-z0-9_-]{1,64}$"
+HEADER_NAME_PATTERN = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$"  # an RFC 9110 token
+HEADER_VALUE_PATTERN = r"^[\u0020-\u007e\u00a0-\u00ff]*$"  # no CR, LF or other control
+# A request's path: printable ASCII but space, # and \ (the path rules of path_problem)...
+PATH_PATTERN = r'^/[!"$-\[\]-~]*$'
+# ...and a check's, whose only braces are its placeholders
+CHECK_PATH_PATTERN = r'^/(?:[!"$-\[\]-z|~]|\{(?:key|scope|reference)\})*$'
+# ...but none of: an empty segment (//), an encoded / or \, a . or .. segment (plain or
+# encoded), in the part before the query
+PATH_REFUSED = r"^[^?]*(?://|%2[fF]|%5[cC]|/(?:\.|%2[eE]){1,2}(?:/|\?|$))"
+POINTER_PATTERN = r"^(?:/(?:[^~/\u0000-\u001f\u007f-\u009f]|~[01])*)*$"  # RFC 6901
+NAME = re.compile(NAME_PATTERN)
 SCOPE = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")  # web/api/field_types.Scope
-HEADER_NAME = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}")  # an RFC 9110 token
-HEADER_VALUE = re.compile(r"[\x20-\x7e\xa0-\xff]{0,4096}")  # no CR, LF or other control
+HEADER_NAME = re.compile(HEADER_NAME_PATTERN)
+HEADER_VALUE = re.compile(HEADER_VALUE_PATTERN)
+_PATH, _CHECK_PATH = re.compile(PATH_PATTERN), re.compile(CHECK_PATH_PATTERN)
+_PATH_REFUSED, _POINTER = re.compile(PATH_REFUSED), re.compile(POINTER_PATTERN)
+MAX_HEADER_VALUE = 4096
 MAX_HEADERS = 32
 # The request's framing and target are the gateway's, and the idempotency header's value is
 # the send's `<scope>:<key>`: none may be set among a connection's headers.
@@ -34,9 +48,9 @@ FRAMING = frozenset({"host", "content-length", "transfer-encoding", "connection"
 MAX_PATH = 2048
 MAX_POINTER = 256
 PLACEHOLDERS = ("{key}", "{scope}", "{reference}")
-DOT_SEGMENTS = frozenset({".", ".."})
 DEFAULTS = {"headers": {}, "idempotency_header": None, "timeout_seconds": 10,
             "retry_window_seconds": 86_400, "max_in_flight": 4, "rate": None, "check": None}
+NULLABLE = ("idempotency_header", "rate", "check")
 PLAIN = ("base_url", "idempotency_header", "timeout_seconds", "retry_window_seconds",
          "max_in_flight", "rate", "check")
 
@@ -50,38 +64,36 @@ def path_problem(path: Any) -> Optional[str]:
         return "the path begins with /"
     if len(path) > MAX_PATH:
         return f"the path is at most {MAX_PATH} characters"
-    if not path.isascii() or not path.isprintable() or any(c in path for c in " \\#"):
+    if not _PATH.fullmatch(path):
         return "the path is printable ASCII without spaces, \\ or # (percent-encode them)"
-    part = path.partition("?")[0]
-    lowered = part.lower()
-    if "%2f" in lowered or "%5c" in lowered:
-        return "the path has no percent-encoded / or \\"
-    segments = lowered.split("/")[1:]
-    if "" in segments[:-1]:
-        return "the path has no empty segment (// would name a host)"
-    if any(s.replace("%2e", ".") in DOT_SEGMENTS for s in segments):
-        return "the path has no . or .. segment (also percent-encoded)"
+    return _segments_problem(path)
+
+
+def _segments_problem(path: str) -> Optional[str]:
+    if _PATH_REFUSED.search(path):
+        return "the path has no empty segment (// would name a host), no . or .. segment " \
+               "and no percent-encoded / or \\ (before its query)"
     return None
 
 
 def check_path_problem(template: Any) -> Optional[str]:
     """A check's path: a request's path (path_problem) whose only braces are the
     placeholders {key}, {scope} and {reference}."""
-    if not isinstance(template, str):
+    if not isinstance(template, str) or not template.startswith("/"):
         return "the path begins with /"
-    bare = template
-    for name in PLACEHOLDERS:
-        bare = bare.replace(name, "x")
-    if "{" in bare or "}" in bare:
-        return "the check's path holds no braces but its placeholders {key}, {scope} and " \
-               "{reference}"
-    return path_problem(bare)
+    if len(template) > MAX_PATH:
+        return f"the path is at most {MAX_PATH} characters"
+    if not _CHECK_PATH.fullmatch(template):
+        return "the check's path is printable ASCII without spaces, \\ or #, and its only " \
+               "braces are its placeholders {key}, {scope} and {reference}"
+    return _segments_problem(template)
 
 
 def pointer_problem(pointer: Any) -> Optional[str]:
-    if not isinstance(pointer, str) or len(pointer) > MAX_POINTER or not pointers.valid(pointer):
-        return f"a JSON pointer (RFC 6901: \"\" or /a/b, ~0 and ~1 escapes), at most " \
-               f"{MAX_POINTER} characters"
+    if not isinstance(pointer, str) or len(pointer) > MAX_POINTER or \
+            not _POINTER.fullmatch(pointer) or not pointers.valid(pointer):
+        return f"a JSON pointer (RFC 6901: \"\" or /a/b, ~0 and ~1 escapes, no control " \
+               f"characters), at most {MAX_POINTER} characters"
     return None
 
 
@@ -93,7 +105,8 @@ def header_problem(headers: dict, idempotency_header: Optional[str]) -> Optional
     for name, value in headers.items():
         if not isinstance(name, str) or not HEADER_NAME.fullmatch(name):
             return "a header name is a token of 1-64 characters (letters, digits, !#$%&'*+.^_`|~-)"
-        if not isinstance(value, str) or not HEADER_VALUE.fullmatch(value):
+        if not isinstance(value, str) or len(value) > MAX_HEADER_VALUE or \
+                not HEADER_VALUE.fullmatch(value):
             return f"the value of {name} is at most 4096 printable characters, no CR, LF or " \
                    "other control character"
         low = name.lower()
@@ -126,7 +139,7 @@ def _given(body: Any, create: bool) -> dict:
     if isinstance(body, dict):
         given = dict(body)
     else:
-        names = body.model_fields if create else body.model_fields_set
+        names = type(body).model_fields if create else body.model_fields_set
         given = {n: getattr(body, n) for n in names}
     if create:
         given = {**DEFAULTS, **given}
@@ -171,6 +184,8 @@ class Connections:
         given = _given(body, create=False)
         if "name" in given:
             _refuse("name", "a connection's name does not change")
+        # null clears what may be none (the idempotency header, rate, check), else is no change
+        given = {k: v for k, v in given.items() if v is not None or k in NULLABLE}
         changes = {f: given[f] for f in PLAIN if f in given}
         if "base_url" in changes:
             self._check_url(changes["base_url"])

@@ -8,6 +8,8 @@ from pydantic.json_schema import models_json_schema
 
 from keystore_service.web.api import (
     bulk_openapi,
+    connection_openapi,
+    connection_schemas,
     issue_schemas,
     issues_openapi,
     schemas,
@@ -119,6 +121,7 @@ def _plain(summary: str) -> dict:
 
 def document() -> dict:
     models = [*GATEWAY_MODELS, *issue_schemas.MODELS, *bulk_openapi.MODELS,
+              *connection_schemas.MODELS,
               schemas.ClaimRequest, schemas.BatchClaimRequest, schemas.BatchClaimResponse,
               schemas.ResolveRequest, schemas.ResolveResponse, schemas.ReviewsResponse,
               schemas.ReportResponse, schemas.CompleteRequest, schemas.ReleaseRequest,
@@ -149,6 +152,7 @@ def document() -> dict:
         **_gateway(),
         **issues_openapi.paths(_json, _errors, _body_of, _query),
         **bulk_openapi.paths(_json, _errors, _body_of),
+        **connection_openapi.paths(_json, _errors, _body_of),
         "/healthz": _plain("The process is alive"),
         "/readyz": _plain("The database answers"),
     }
