@@ -25,6 +25,8 @@ from keystore_service.gateway.forwarding import Forwarding
 from keystore_service.gateway.ingest import Ingest
 from keystore_service.gateway.issues import Issues
 from keystore_service.gateway.outbound import Outbound
+from keystore_service.gateway.settlement import Checker, Settlement
+from keystore_service.gateway.settlement_pass import SettlementPass
 from keystore_service.gateway.sources import Sources
 from keystore_service.service import metrics
 from keystore_service.service.alert_metrics import AlertGauges
@@ -48,6 +50,7 @@ from keystore_service.storage.maintenance import Maintenance
 from keystore_service.storage.oversight import Oversight
 from keystore_service.storage.ratelimit import RateLimiter
 from keystore_service.storage.records import RecordStore
+from keystore_service.storage.record_checks import RecordCheckStore
 from keystore_service.storage.reports import Reports
 from keystore_service.storage.reviews import ReviewStore
 from keystore_service.storage.secrets import SecretStore
@@ -99,6 +102,9 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
     ks.send_trails = SendTrails(database)
     ks.gateway.bulk = Bulk(BulkStore(database), ks.gateway.deliveries, ks.operations, clock)
     build_alerts(ks.gateway, settings, database, reports, clock)
+    ks.gateway.settlement_pass = SettlementPass(  # one process at a time: the job lock
+        ks.gateway.checker, ks.gateway.settlement, ks.gateway.settlement.checks,
+        ks.gateway.connections.store.by_id, clock, lock=ks.jobs.try_lock)
     return ks
 
 
@@ -128,6 +134,9 @@ def build_gateway(settings: Settings, database: db.Database, records: RecordStor
     gateway.settlements = ScopeSettlementStore(database)
     gateway.connections = Connections(ConnectionStore(database), gateway.settlements, sealer,
                                       outbound, clock)
+    gateway.checker = Checker(outbound, gateway.connections)
+    gateway.settlement = Settlement(records, reviews, RecordCheckStore(database), observed,
+                                    tenant_name)
     return gateway
 
 

@@ -16,6 +16,8 @@ from keystore_service.gateway.forwarding import Forwarding
 from keystore_service.gateway.ingest import Ingest
 from keystore_service.gateway.issues import Issues
 from keystore_service.gateway.relay import Relay
+from keystore_service.gateway.settlement import Checker, Settlement
+from keystore_service.gateway.settlement_pass import SettlementLoop, SettlementPass
 from keystore_service.gateway.sources import Sources
 from keystore_service.service.sealing import Sealer
 from keystore_service.settings import Settings
@@ -41,6 +43,12 @@ class Gateway:
     # Outbound (issue 28): the tenants' connections, and the scopes' settlements
     connections: Optional[Connections] = None
     settlements: Optional[ScopeSettlementStore] = None
+    # Settlement by asking the destination (settlement.py): a check's run, its verdict
+    # applied to a record, and the pass over plain claims that runs beside the relay.
+    checker: Optional[Checker] = None
+    settlement: Optional[Settlement] = None
+    settlement_pass: Optional[SettlementPass] = None
+    settlement_loop: Optional[SettlementLoop] = None
 
     def wake(self) -> bool:
         """Wake this process's relay; True when it runs and has a free slot."""
@@ -53,4 +61,8 @@ class Gateway:
             relay = self.relay
             self.alert_loop = self.alerts.start(settings.alert_watch_seconds,
                                                 alive=lambda: not relay._stop.is_set())
+        if self.settlement_pass is not None:  # beside it too, and stopped with it
+            relay = self.relay
+            self.settlement_loop = SettlementLoop(
+                self.settlement_pass, alive=lambda: not relay._stop.is_set()).start()
         return self.relay

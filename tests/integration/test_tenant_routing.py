@@ -63,6 +63,8 @@ MAINTENANCE = {
     "IssueStore._live": "the watchers: every tenant's live issues, to count or end them",
     "IssueStore._sources": "the watchers: every source's state and oldest queued event",
     "IssueStore._reviews": "the watchers: every tenant's open reviews, counted by scope",
+    "RecordCheckStore._due": "the settlement pass: every tenant's stale plain claims in "
+                             "scopes with a settlement, in bounded batches",
     "IssueStore._sends": "the watchers: every tenant's sends waiting for a person, counted by "
                          "connection",
     "AlertStore._all": "the daily report's run: every tenant's channels, to queue the report",
