@@ -100,7 +100,7 @@ def test_the_trail_shows_request_attempts_and_checks_never_secrets(app, browser,
     assert "billing" in html and f"{SCOPE}:INV-1" in html
     assert "dropped when the send settled" in html
     assert "timed out after the request went out" in html and "10002 ms" in html
-    assert html.count('class="class class-unknown"') == 2
+    assert html.count('class="state class-unknown"') == 2
     assert "TAIL-NOT-SHOWN" not in html  # cut at 512 characters
     assert str(escape(long_answer[:512])) + " …" in html
     assert "What the check saw" in html and "<code>in_77</code>" in html
@@ -133,3 +133,34 @@ def test_a_plain_record_has_no_trail_and_another_tenant_sees_none(app, browser, 
     browser.sign_in(tokens["gus"])
     browser.get(record_url("INV-3", SCOPE))  # globex's own INV-3: acme's send is not shown
     assert "Send and checks" not in browser.html
+
+
+def test_the_connections_page_lists_checks_and_load_never_header_values(app, browser, acme,
+                                                                        tokens, clock):
+    ks = app.extensions["keystore"]
+    tenant_id, record = record_of(app, acme, "INV-4")
+    made = ks.gateway.connections.create(tenant_id, {
+        "name": "ledger", "base_url": "http://127.0.0.1:9/v2",
+        "headers": {"Authorization": SECRET, "X-Account": "acct-secret-77"},
+        "check": {"method": "GET", "path": "/invoices?reference={reference}",
+                  "found": {"pointer": "/data/0"}, "absent": "/data"}})
+    a_send(app, record, made.id, SendState.QUEUED, sealed=True, at=clock())
+    _, other = record_of(app, acme, "INV-5")
+    a_send(app, other, made.id, SendState.SENDING, sealed=True, at=clock())
+    _, done = record_of(app, acme, "INV-6")
+    a_send(app, done, made.id, SendState.SUCCEEDED, sealed=False, at=clock())
+    globex_id = ks.accounts.principal(tokens["globex"]).tenant_id
+    ks.gateway.connections.create(globex_id, {"name": "globex-erp",
+                                              "base_url": "http://127.0.0.1:9/erp"})
+    browser.sign_in(tokens["ana"])
+    assert browser.get("/ui/connections").status_code == 200
+    html = browser.html
+    assert 'href="/ui/connections" aria-current="page"' in html
+    row = html.split('data-connection="ledger"', 1)[1].split("</tr>", 1)[0]
+    assert "http://127.0.0.1:9/v2" in row and "<code>Authorization</code>" in row
+    assert "<code>X-Account</code>" in row
+    assert "GET /invoices?reference={reference}" in row and "/data/0" in row
+    assert '<td class="num">1</td>\n    <td class="num">1</td>' in row  # in flight, queued
+    assert "nothing: unknown outcomes go to the check" in row
+    assert SECRET not in html and "acct-secret-77" not in html
+    assert "globex-erp" not in html  # another tenant's

@@ -50,8 +50,7 @@ def shown(answer: Optional[str]) -> str:
 
 def connections_page():
     ks, tenant = keystore(), g.ui.tenant_id
-    gw = ks.gateway
-    connections = getattr(gw, "connections", None)  # H-conn: gateway/connections.py
+    connections = ks.gateway.connections
     listed = connections.list(tenant) if connections else []
     load = ks.send_trails.load(tenant) if ks.send_trails else {}
     rows = [(connections.shown(c), *load.get(c.id, (0, 0))) for c in listed]
