@@ -198,6 +198,15 @@ class AlertLoop:
             self._wake.clear()
 
 
+def _outbound(s: dict) -> str:
+    """A scope's sends and checks' settlements, when it had any (issue 28)."""
+    if not any(s.get(k) for k in ("sent", "settled_found", "settled_absent",
+                                  "waiting_for_person")):
+        return ""
+    return (f"; sent {s['sent']}, settled by check {s['settled_found']} found / "
+            f"{s['settled_absent']} absent, waiting for a person {s['waiting_for_person']}")
+
+
 def report_text(reports: Any) -> Callable[[int, str, int], str]:
     """The daily report as a notice's text, from storage/reports.Reports.daily."""
     from datetime import date
@@ -209,6 +218,6 @@ def report_text(reports: Any) -> Callable[[int, str, int], str]:
             lines.append(f"- {s['scope']}: claimed {s['claimed']}, succeeded "
                          f"{s['succeeded']}, failed {s['failed']}, duplicates suppressed "
                          f"{s['duplicates_suppressed']}, waiting for review "
-                         f"{s['waiting_for_review']}")
+                         f"{s['waiting_for_review']}" + _outbound(s))
         return "\n".join(lines if data["scopes"] else [*lines, "nothing happened"])
     return text

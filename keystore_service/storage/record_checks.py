@@ -91,31 +91,33 @@ class RecordCheckStore:
         return [Due(Record(*row[:width]), *row[width:])
                 for row in self._due.all(cur, {"now": now, "n": n})]
 
-    def report(self, cur: Any, tenant_id: int, start: Micros, end: Micros
-               ) -> dict[str, dict[str, int]]:
-        """Per scope, of one day: sends made (by when they were queued), checks that found
-        the effect or ruled it out, and (as it stands) reviews of an unknown outcome open."""
-        out: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(
-            ("sent", "settled_found", "settled_absent", "waiting_for_person"), 0))
-        d = self.db.engine.dialect
-        mine = R.tenant_id == tenant_id
-        for scope, n in Sql(select(R.scope, func.count()).select_from(
-                sends.join(records, (R.id == S.record_id) & (R.tenant_id == S.tenant_id)))
-                .where(mine, S.tenant_id == tenant_id, S.created_at >= start,
-                       S.created_at < end).group_by(R.scope), d, bound=True).all(cur):
-            out[scope]["sent"] = n
-        for scope, verdict, n in Sql(select(R.scope, C.verdict, func.count()).select_from(
-                record_checks.join(records, (R.id == C.record_id)
-                                   & (R.tenant_id == C.tenant_id)))
-                .where(mine, C.tenant_id == tenant_id, C.at >= start, C.at < end,
-                       C.verdict != Verdict.UNCLEAR.value).group_by(R.scope, C.verdict),
-                d, bound=True).all(cur):
-            out[scope]["settled_" + verdict] = n
-        for scope, n in Sql(select(V.scope, func.count()).where(
-                V.tenant_id == tenant_id, V.state == "open", V.kind.in_(WAITING_KINDS))
-                .group_by(V.scope), d, bound=True).all(cur):
-            out[scope]["waiting_for_person"] = n
-        return dict(out)
+
+REPORTED = ("sent", "settled_found", "settled_absent", "waiting_for_person")
+
+
+def outbound_counts(cur: Any, dialect: Any, tenant_id: int, start: Micros, end: Micros
+                  ) -> dict[str, dict[str, int]]:
+    """Per scope, of one day (the daily report's, on its snapshot's cursor): sends made (by
+    when they were queued), checks that found the effect or ruled it out, and (as it stands)
+    reviews of an unknown outcome open: waiting for a person."""
+    out: dict[str, dict[str, int]] = defaultdict(lambda: dict.fromkeys(REPORTED, 0))
+    mine = R.tenant_id == tenant_id
+    for scope, n in Sql(select(R.scope, func.count()).select_from(
+            sends.join(records, (R.id == S.record_id) & (R.tenant_id == S.tenant_id)))
+            .where(mine, S.tenant_id == tenant_id, S.created_at >= start,
+                   S.created_at < end).group_by(R.scope), dialect, bound=True).all(cur):
+        out[scope]["sent"] = n
+    for scope, verdict, n in Sql(select(R.scope, C.verdict, func.count()).select_from(
+            record_checks.join(records, (R.id == C.record_id) & (R.tenant_id == C.tenant_id)))
+            .where(mine, C.tenant_id == tenant_id, C.at >= start, C.at < end,
+                   C.verdict != Verdict.UNCLEAR.value).group_by(R.scope, C.verdict),
+            dialect, bound=True).all(cur):
+        out[scope]["settled_" + verdict] = n
+    for scope, n in Sql(select(V.scope, func.count()).where(
+            V.tenant_id == tenant_id, V.state == "open", V.kind.in_(WAITING_KINDS))
+            .group_by(V.scope), dialect, bound=True).all(cur):
+        out[scope]["waiting_for_person"] = n
+    return dict(out)
 
 
 def _due_statement():

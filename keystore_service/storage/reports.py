@@ -24,6 +24,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from keystore_service.domain import records as domain
 from keystore_service.storage.db import Database
+from keystore_service.storage.record_checks import REPORTED, outbound_counts
 from keystore_service.storage.sql import Sql
 from keystore_service.storage.tables import (
     REPORT_COUNTS,
@@ -118,7 +119,7 @@ class Reports:
         scopes: dict[str, dict] = defaultdict(lambda: dict.fromkeys(
             ("claimed", "succeeded", "failed", "released", "taken_over", "resolved",
              "in_progress", "waiting_for_review", "duplicates_suppressed", "mismatches",
-             "late_repeats"), 0))
+             "late_repeats", *REPORTED), 0))
         mine = R.tenant_id == tenant_id
         with self._snapshot() as cur:
             for scope, *kept in self._rows(cur, select(K.scope, *[K[n] for n in REPORT_COUNTS])
@@ -158,6 +159,9 @@ class Reports:
             for scope, n in self._rows(cur, select(LR.scope, func.count()).where(
                     LR.tenant_id == tenant_id, LR.at >= start, LR.at < end).group_by(LR.scope)):
                 scopes[scope]["late_repeats"] = n  # kept beyond the records (tables.py)
+            for scope, counts in outbound_counts(cur, self.db.engine.dialect, tenant_id, start,
+                                                 end).items():
+                scopes[scope].update(counts)  # outbound sends and the checks' settlements
             shared = self._shared_resource_ids(cur, tenant_id)
         out = []
         for scope in sorted(set(scopes) | set(shared)):

@@ -5,6 +5,7 @@ a settlement whose lease ran out (both backends): found settles the record witho
 review with the answer, three unclear runs leave the review with the answers attached."""
 from __future__ import annotations
 
+import datetime as dt
 import json
 import threading
 import time
@@ -13,13 +14,14 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import select
 
 from keystore_service.domain.sends import Verdict
 from keystore_service.gateway.settlement import Settlement
 from keystore_service.gateway.settlement_pass import SettlementPass
 from keystore_service.service.claims import Claim
-from keystore_service.storage.send_tables import record_checks
+from keystore_service.storage.send_tables import record_checks, sends
 from keystore_service.storage.tables import resolutions, reviews
 from tests.support import T0
 
@@ -311,3 +313,58 @@ def test_two_passes_at_once_settle_a_record_once(world):
     for i in range(6):
         assert world.record(f"r{i}").state == "succeeded"
         assert len(world.rows(resolutions, resolutions.c.key == f"r{i}")) == 1
+
+
+def _add_unresolved_send(world, key):
+    """A send of `key` waiting for a person, as the sender leaves one (its record claimed in
+    the same scope, the send unresolved, its send_unknown review open)."""
+    record = world.claim(key).record
+    ks, now = world.ks, world.clock.now
+    with ks.service.records.transaction() as cur:
+        cur.execute(str(sends.insert().values(
+            tenant_id=record.tenant_id, connection_id=world.connection.id,
+            connection_name=world.connection.name, record_id=record.id, incarnation=1,
+            reference=f"pay:{key}", method="POST", path="/invoices", state="unresolved",
+            attempts=1, unknown=1, check_tries=3, created_at=now, window_end=now,
+            next_attempt_at=now).compile(ks.database.engine,
+                                         compile_kwargs={"literal_binds": True})))
+        ks.service.reviews.open_or_count(cur, record, "send_unknown", now)
+    return record
+
+
+def test_the_report_the_issue_and_the_metric_tell_what_the_checks_did(world):
+    def by_key(path):
+        if "k1" in path:
+            return 200, json.dumps({"data": [INVOICE]}).encode(), 0
+        return (200, b'{"data": []}', 0) if "k2" in path else (500, b"{}", 0)
+    world.api.answer = by_key
+    labels = {"tenant": "acme", "scope": "pay"}
+    before = {o: REGISTRY.get_sample_value("keystore_settlements_total",
+                                           {**labels, "outcome": o}) or 0
+              for o in ("found", "absent", "unresolved")}
+    world.stale("k1", "k2", "k3")
+    assert world.passes.run() == Counter({"found": 1, "released": 1, "unclear": 1})
+    record = _add_unresolved_send(world, "s1")
+    issues = world.ks.gateway.issues
+    issues.watch()
+    issue, = [i for i in issues.page(world.tenant_id, "open", "send_unresolved")]
+    assert (issue.subject, issue.count) == (world.connection.name, 1)
+    day = dt.datetime.fromtimestamp(world.clock.now / 1e6, dt.UTC).date()
+    pay, = [s for s in world.ks.reports.daily(world.tenant_id, day, world.clock.now)["scopes"]
+            if s["scope"] == "pay"]
+    assert {k: pay[k] for k in ("sent", "settled_found", "settled_absent",
+                                "waiting_for_person")} == {
+        "sent": 1, "settled_found": 1, "settled_absent": 1, "waiting_for_person": 2}
+    text = world.ks.gateway.alerts.report(world.tenant_id, day.isoformat(), world.clock.now)
+    assert "sent 1, settled by check 1 found / 1 absent, waiting for a person 2" in text
+    after = {o: REGISTRY.get_sample_value("keystore_settlements_total",
+                                          {**labels, "outcome": o}) or 0
+             for o in ("found", "absent", "unresolved")}
+    assert {o: after[o] - before[o] for o in after} == {"found": 1, "absent": 1,
+                                                        "unresolved": 0}
+    with world.ks.service.records.transaction() as cur:  # a person settles the send
+        world.ks.service.reviews.close(cur, record.id, "mark_succeeded", world.clock.now, "ann")
+    issues.watch()
+    assert issues.page(world.tenant_id, "open", "send_unresolved") == []
+    assert [i.state for i in issues.page(world.tenant_id, None, "send_unresolved")] == [
+        "resolved"]

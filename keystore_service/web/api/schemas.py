@@ -251,6 +251,13 @@ class ScopeReport(_Out):
     duplicates_suppressed: int
     mismatches: int
     late_repeats: int
+    sent: int = Field(description="Outbound sends queued that day (POST /v1/send)")
+    settled_found: int = Field(description="Checks that day that found the effect: the "
+                               "record settled without a person")
+    settled_absent: int = Field(description="Checks that day that ruled the effect out: a "
+                                "send queued again, a claim released (or its review kept)")
+    waiting_for_person: int = Field(description="As it stands: open reviews of an unknown "
+                                    "outcome (stale_lease, send_unknown) no check settled")
     shared_resource_ids: list[dict[str, Any]]
 
 
