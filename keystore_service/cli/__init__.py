@@ -8,8 +8,8 @@ directory would otherwise get a fresh, empty store); `serve` and `db upgrade` cr
 
 One module per command group, each with its `COMMANDS`: records (reconcile, sweep, report),
 accounts (tenant, token), db, sources (source, deliveries, redeliver), config (config,
-secret-key), serve (serve, relay), issues (issue, channel) and bulk (delivery bulk,
-job); `common` holds what they share and `params` the
+secret-key), serve (serve, relay), issues (issue, channel), bulk (delivery bulk,
+job) and connections (connection, settlement); `common` holds what they share and `params` the
 command line's numbers.
 """
 from __future__ import annotations
@@ -17,7 +17,17 @@ from __future__ import annotations
 import click
 
 from keystore_service import logs
-from keystore_service.cli import accounts, bulk, config, db, issues, records, serve, sources
+from keystore_service.cli import (
+    accounts,
+    bulk,
+    config,
+    connections,
+    db,
+    issues,
+    records,
+    serve,
+    sources,
+)
 
 __all__ = ["main"]
 
@@ -28,7 +38,7 @@ def main() -> None:
     logs.configure("INFO")  # one formatter: request input escaped, no exception messages
 
 
-for _group in (serve, records, db, accounts, config, sources, issues, bulk):
+for _group in (serve, records, db, accounts, config, sources, issues, bulk, connections):
     for _command in _group.COMMANDS:
         main.add_command(_command)
 for _command in bulk.DELIVERY_COMMANDS:  # `keystore delivery bulk`

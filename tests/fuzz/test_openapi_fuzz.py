@@ -117,6 +117,12 @@ SEMANTIC = {
     "PATCH /v1/alert-channels/{name}": ("url", "secret", "to"),
     # a time range whose received_before is not after its received_after (two fields)
     "POST /v1/deliveries/bulk": ("filter",),
+    # a taken name; a base URL refused by the address rules; a header named twice in two
+    # cases, or named as the idempotency_header (two fields)
+    "POST /v1/connections": ("name", "base_url", "headers"),
+    "PATCH /v1/connections/{name}": ("base_url", "headers"),
+    # a connection the tenant does not have (stored state)
+    "PUT /v1/scopes/{scope}/settlement": ("connection",),
 }
 
 

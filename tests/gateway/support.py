@@ -24,6 +24,19 @@ from tests.support import KEYSTORE, SECOND
 
 SECRET = "test-secret-1"
 KEY = "cNk6cVlTCFCk0NKWaFUBSi1_dBbOG9Z-mUbGkN9yQBw="  # a Fernet key for the tests
+# Another spelling of a host, or an address the destination rules refuse: each is 400 where a
+# URL is given (a source's destination, a connection's base URL). {port}: a test's own.
+SPELLINGS = [
+    "http://169%2E254%2E169%2E254/latest/meta-data/",  # accepted by POST and PATCH before
+    "http://%30%32%35%32%2E%30%33%37%36%2E%30%32%35%32%2E%30%33%37%36/latest/meta-data/",
+    "http://127%2E0%2E0%2E1:{port}/in",  # was forwarded to 127.0.0.1
+    "http://2852039166/", "http://0xa9fea9fe/", "http://0251.0376.0251.0376/",
+    "http://169.254.43518/", "http://2130706433:{port}/in", "http://127.1:{port}/in",
+    "http://169.254.169.254./", "http://[fe80::1%25eth0]/", "http://[::ffff:a9fe:a9fe]/",
+    "http://[::FFFF:169.254.169.254]/", "http://[64:ff9b::a9fe:a9fe]/", "http://[::a9fe:a9fe]/",
+    "http://[2002:a9fe:a9fe::]/", "http://100.100.100.200/", "HTTP://169.254.169.254/",
+    "http://[FD00:EC2::254]/",
+]
 
 
 def _verify(inbound: Inbound, secrets: list[str], config: Any) -> None:

@@ -14,7 +14,7 @@ from sqlalchemy import insert, select, update
 from keystore_service.storage.send_tables import connections, sends
 from keystore_service.storage.tables import records
 
-from .test_destination_rules import SPELLINGS
+from .support import SPELLINGS
 
 SECRET = "sk_live_Zq81nUfVb0"  # a header value: in no answer, no log, no plain column
 CHECK = {"method": "GET", "path": "/invoices?reference={reference}",

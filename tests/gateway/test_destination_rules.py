@@ -14,20 +14,8 @@ from keystore_service.gateway.outbound import Outbound
 from keystore_service.settings import Settings
 from tests.support import T0, Http
 
-from .support import KEY, create_source, deliver, delivery, pump
+from .support import KEY, SPELLINGS, create_source, deliver, delivery, pump
 from .trickling_sink import TricklingSink
-
-SPELLINGS = [
-    "http://169%2E254%2E169%2E254/latest/meta-data/",  # accepted by POST and PATCH before
-    "http://%30%32%35%32%2E%30%33%37%36%2E%30%32%35%32%2E%30%33%37%36/latest/meta-data/",
-    "http://127%2E0%2E0%2E1:{port}/in",  # was forwarded to 127.0.0.1
-    "http://2852039166/", "http://0xa9fea9fe/", "http://0251.0376.0251.0376/",
-    "http://169.254.43518/", "http://2130706433:{port}/in", "http://127.1:{port}/in",
-    "http://169.254.169.254./", "http://[fe80::1%25eth0]/", "http://[::ffff:a9fe:a9fe]/",
-    "http://[::FFFF:169.254.169.254]/", "http://[64:ff9b::a9fe:a9fe]/", "http://[::a9fe:a9fe]/",
-    "http://[2002:a9fe:a9fe::]/", "http://100.100.100.200/", "HTTP://169.254.169.254/",
-    "http://[FD00:EC2::254]/",
-]
 
 
 def patch(gw, name, body):

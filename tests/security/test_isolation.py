@@ -28,6 +28,14 @@ def setup_victim(http, clock):
         "name": "ops", "kind": "webhook", "url": "http://127.0.0.1:9/alerts"},
         token=http.operator)
     assert status == 201
+    status, _, _ = http.post("/v1/connections", {
+        "name": "billing", "base_url": "http://127.0.0.1:9/api",
+        "headers": {"Authorization": "Bearer CONN-SECRET"}}, token=http.operator)
+    assert status == 201
+    status, _, _ = _put(Http(http.client, http.operator), "/v1/scopes/invoice/settlement", {
+        "connection": "billing", "on_absent": "review", "check": {
+            "path": "/invoices/{key}", "found": {"pointer": "/id"}, "absent_status": [404]}})
+    assert status == 200
     stale = http.post("/v1/claim", {"scope": "invoice", "key": "evt-2", "lease_seconds": 5})
     clock.advance(5)
     http.post("/v1/claim", {"scope": "invoice", "key": "evt-2"})  # -> needs_reconciliation
@@ -48,6 +56,8 @@ def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
     assert status == 202, job
     job_id = job["job"]["id"]
     channel = http.get("/v1/alert-channels/ops", token=http.operator)[1]
+    connection = http.get("/v1/connections/billing", token=http.operator)[1]
+    settlement = http.get("/v1/scopes/invoice/settlement", token=http.operator)[1]
     calls = {
         ("GET", "/v1/keys"): lambda: foreign.get("/v1/keys", **REF),
         ("POST", "/v1/complete"): lambda: foreign.post("/v1/complete", {
@@ -95,6 +105,21 @@ def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
         ("GET", "/v1/jobs/{id}"): lambda: foreign_op.get(f"/v1/jobs/{job_id}"),
         ("POST", "/v1/jobs/{id}/cancel"): lambda: foreign_op.post(f"/v1/jobs/{job_id}/cancel",
                                                                  {}),
+        ("POST", "/v1/connections"): lambda: foreign.post("/v1/connections", {}),
+        ("GET", "/v1/connections"): lambda: foreign_op.get("/v1/connections"),
+        ("GET", "/v1/connections/{name}"): lambda: foreign_op.get("/v1/connections/billing"),
+        ("PATCH", "/v1/connections/{name}"): lambda: _patch(
+            foreign_op, "/v1/connections/billing", {"timeout_seconds": 1}),
+        ("DELETE", "/v1/connections/{name}"): lambda: _delete(
+            foreign_op, "/v1/connections/billing"),
+        ("GET", "/v1/scopes/{scope}/settlement"): lambda: foreign_op.get(
+            "/v1/scopes/invoice/settlement"),
+        ("PUT", "/v1/scopes/{scope}/settlement"): lambda: _put(
+            foreign_op, "/v1/scopes/invoice/settlement", {
+                "connection": "billing", "on_absent": "release", "check": {
+                    "path": "/x", "found": {"pointer": "/id"}, "absent_status": [404]}}),
+        ("DELETE", "/v1/scopes/{scope}/settlement"): lambda: _delete(
+            foreign_op, "/v1/scopes/invoice/settlement"),
         ("POST", "/v1/claim"): lambda: foreign.post("/v1/claim", {**REF, "payload": 3}),
         ("POST", "/v1/claim/batch"): lambda: foreign.post("/v1/claim/batch", {
             "scope": "invoice", "items": [{"key": "evt-1", "payload": 3},
@@ -128,6 +153,16 @@ def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
     assert answers[("GET", "/v1/alert-channels")][1]["channels"] == []
     assert answers[("POST", "/v1/alert-channels")][0] == 403  # a client token
     assert answers[("POST", "/v1/deliveries/bulk")][1] == {"matched": 0}  # acme's source
+    for call in [("GET", "/v1/connections/{name}"), ("PATCH", "/v1/connections/{name}"),
+                 ("DELETE", "/v1/connections/{name}"), ("GET", "/v1/scopes/{scope}/settlement"),
+                 ("DELETE", "/v1/scopes/{scope}/settlement")]:
+        assert answers[call][0] == 404, call
+    assert answers[("GET", "/v1/connections")][1]["connections"] == []
+    assert answers[("POST", "/v1/connections")][0] == 403  # a client token
+    status, body, _ = answers[("PUT", "/v1/scopes/{scope}/settlement")]  # acme's connection
+    assert (status, body["error"]["details"]["field"]) == (400, "connection")
+    assert http.get("/v1/connections/billing", token=http.operator)[1] == connection
+    assert http.get("/v1/scopes/invoice/settlement", token=http.operator)[1] == settlement
     # acme's issue, channel and job as they were
     assert http.get("/v1/issues", token=http.operator)[1]["issues"][0] == issue
     assert http.get("/v1/alert-channels/ops", token=http.operator)[1] == channel
@@ -137,6 +172,7 @@ def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
         ["in_progress", "acquired"]  # its own records: evt-1 was just claimed above
     leaked = str(answers)
     assert "INV-SECRET" not in leaked and before["fingerprint"] not in leaked
+    assert "CONN-SECRET" not in leaked
     after = http.get("/v1/keys", **REF)[1]["record"]
     assert after == before  # acme's record untouched
     assert http.get("/v1/keys", scope="invoice", key="evt-2")[1]["record"]["state"] == \
@@ -166,6 +202,11 @@ def test_tokens_are_compared_in_constant_time(app, tokens, monkeypatch):
 
 def _patch(http, path, body=None):
     r = http.client.patch(path, json=body or {"max_in_flight": 1}, headers=http._auth(...))
+    return r.status_code, r.get_json(silent=True), r.headers
+
+
+def _put(http, path, body):
+    r = http.client.put(path, json=body, headers=http._auth(...))
     return r.status_code, r.get_json(silent=True), r.headers
 
 
