@@ -11,7 +11,6 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from prometheus_client import REGISTRY
@@ -23,47 +22,7 @@ from keystore_service.gateway.settlement_pass import SettlementPass
 from keystore_service.service.claims import Claim
 from keystore_service.storage.send_tables import record_checks, sends
 from keystore_service.storage.tables import resolutions, reviews
-from tests.support import T0
-
-INVOICE = {"id": "in_42", "object": "invoice", "status": "paid"}
-CHECK = {"method": "GET", "path": "/invoices?reference={reference}",
-         "found": {"pointer": "/data/0"}, "resource_id": "/data/0/id", "absent": "/data"}
-
-
-class CheckServer:
-    """A downstream API's GET on loopback: `answer(path)` gives (status, body, seconds to
-    wait before answering); every request is noted (path, headers)."""
-
-    def __init__(self):
-        self.answer = lambda path: (200, json.dumps({"data": [INVOICE]}).encode(), 0)
-        self.requests: list[dict] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):  # noqa: N802 (http.server's API)
-                server.requests.append({"path": self.path, "headers": dict(self.headers)})
-                status, body, wait = server.answer(self.path)
-                time.sleep(wait)
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                except OSError:  # the client gave up first
-                    pass
-
-            def log_message(self, *args):
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.http.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self.http.server_address[1]}/api/"
-        self._thread = threading.Thread(target=self.http.serve_forever, daemon=True)
-        self._thread.start()
-
-    def close(self):
-        self.http.shutdown()
-        self.http.server_close()
+from tests.gateway.check_server import CHECK, INVOICE, CheckServer, answering
 
 
 @pytest.fixture
@@ -89,11 +48,6 @@ def make(ks, tenant_id):
             "headers": {"Authorization": "Bearer sk_test"},
             "timeout_seconds": timeout_seconds})
     return connection
-
-
-def answering(api, status, body, wait=0.0):
-    api.answer = lambda path: (status, body if isinstance(body, bytes)
-                               else json.dumps(body).encode(), wait)
 
 
 # --- a check's run and its verdict ------------------------------------------------------------
