@@ -47,11 +47,13 @@ def create_app(settings: Optional[Settings] = None, clock: Clock = system_clock,
     from keystore_service.web.api.connection_api import v1 as connections_v1
     from keystore_service.web.api.gateway_api import inbound, v1
     from keystore_service.web.api.issues_api import v1 as issues_v1
+    from keystore_service.web.api.send_api import v1 as send_v1
     app.register_blueprint(bp)
     app.register_blueprint(v1)
     app.register_blueprint(issues_v1)
     app.register_blueprint(bulk_bp)
     app.register_blueprint(connections_v1)
+    app.register_blueprint(send_v1)
     app.register_blueprint(inbound)
     ui.init_app(app)
     _service_endpoints(app, keystore)

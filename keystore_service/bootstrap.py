@@ -25,6 +25,8 @@ from keystore_service.gateway.forwarding import Forwarding
 from keystore_service.gateway.ingest import Ingest
 from keystore_service.gateway.issues import Issues
 from keystore_service.gateway.outbound import Outbound
+from keystore_service.gateway.sender import Sender
+from keystore_service.gateway.sending import Sending
 from keystore_service.gateway.settlement import Checker, Settlement
 from keystore_service.gateway.settlement_pass import SettlementPass
 from keystore_service.gateway.sources import Sources
@@ -54,6 +56,7 @@ from keystore_service.storage.record_checks import RecordCheckStore
 from keystore_service.storage.reports import Reports
 from keystore_service.storage.reviews import ReviewStore
 from keystore_service.storage.secrets import SecretStore
+from keystore_service.storage.sends import SendStore
 from keystore_service.storage.send_trail import SendTrails
 from keystore_service.storage.sessions import SignIns
 from keystore_service.storage.settlements import ScopeSettlementStore
@@ -105,7 +108,20 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
     ks.gateway.settlement_pass = SettlementPass(  # one process at a time: the job lock
         ks.gateway.checker, ks.gateway.settlement, ks.gateway.settlement.checks,
         ks.gateway.connections.store.by_id, clock, lock=ks.jobs.try_lock)
+    build_sends(ks, clock)
     return ks
+
+
+def build_sends(ks: Keystore, clock: Clock) -> None:
+    """POST /v1/send's use case and the sender beside the relay (issue 28)."""
+    gateway, sends = ks.gateway, SendStore(ks.database)
+    gateway.sending = Sending(ks.service, gateway.connections.store, sends, gateway.sealer,
+                              clock, ks.settings.default_ttl_seconds,
+                              wake=gateway.wake_sender)
+    gateway.sender = Sender(sends, gateway.connections, ks.service.records, ks.service.reviews,
+                            gateway.sealer, gateway.forwarding.outbound, gateway.settlement,
+                            clock, ks.metrics,
+                            functools.lru_cache(maxsize=4096)(ks.accounts.tenant_name))
 
 
 def build_gateway(settings: Settings, database: db.Database, records: RecordStore,

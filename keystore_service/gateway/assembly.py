@@ -16,6 +16,9 @@ from keystore_service.gateway.forwarding import Forwarding
 from keystore_service.gateway.ingest import Ingest
 from keystore_service.gateway.issues import Issues
 from keystore_service.gateway.relay import Relay
+from keystore_service.gateway.send_loop import SendLoop
+from keystore_service.gateway.sender import Sender
+from keystore_service.gateway.sending import Sending
 from keystore_service.gateway.settlement import Checker, Settlement
 from keystore_service.gateway.settlement_pass import SettlementLoop, SettlementPass
 from keystore_service.gateway.sources import Sources
@@ -49,6 +52,16 @@ class Gateway:
     settlement: Optional[Settlement] = None
     settlement_pass: Optional[SettlementPass] = None
     settlement_loop: Optional[SettlementLoop] = None
+    # POST /v1/send (sending.py) and the sender that makes the sends (sender.py), whose
+    # loop runs beside the relay.
+    sending: Optional[Sending] = None
+    sender: Optional[Sender] = None
+    send_loop: Optional[SendLoop] = None
+
+    def wake_sender(self) -> None:
+        """A send was queued in this process: its sender looks at once (others within 1 s)."""
+        if self.send_loop is not None:
+            self.send_loop.wake()
 
     def wake(self) -> bool:
         """Wake this process's relay; True when it runs and has a free slot."""
@@ -65,4 +78,9 @@ class Gateway:
             relay = self.relay
             self.settlement_loop = SettlementLoop(
                 self.settlement_pass, alive=lambda: not relay._stop.is_set()).start()
+        if self.sender is not None:  # beside it too, and stopped with it
+            relay = self.relay
+            self.send_loop = SendLoop(self.sender, min(8, settings.relay_concurrency),
+                                      self.relay.holder,
+                                      alive=lambda: not relay._stop.is_set()).start()
         return self.relay

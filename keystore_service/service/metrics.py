@@ -53,6 +53,9 @@ SETTLEMENTS = Counter("keystore_settlements_total", "Checks run against records 
                       "outcome was unknown, by what they found: found, absent, or unresolved "
                       "(the last of its unclear tries: a person decides)",
                       ["tenant", "scope", "outcome"])
+SENDS = Counter("keystore_sends_total", "Outbound sends' requests and checks by what they "
+                "came to: succeeded, failed, retry, unresolved (a person decides), found, "
+                "absent, unclear (a check's verdicts)", ["tenant", "connection", "outcome"])
 FORWARD_DURATION = Histogram("keystore_hook_forward_duration_seconds",
                              "How long a destination took to answer a forward",
                              ["tenant", "source"], buckets=LATENCY_BUCKETS)
@@ -100,6 +103,9 @@ class Metrics(ClaimObserver):
 
     def settlement(self, tenant: str, scope: str, outcome: str) -> None:
         SETTLEMENTS.labels(tenant, self._scope(scope), outcome).inc()
+
+    def send(self, tenant: str, connection: str, outcome: str) -> None:
+        SENDS.labels(tenant, connection, outcome).inc()
 
     def claim_group(self, size: int) -> None:
         CLAIM_GROUPS.inc()
