@@ -18,7 +18,7 @@ from sqlalchemy import select
 
 from keystore_service.domain.sends import Verdict
 from keystore_service.gateway.settlement import Settlement
-from keystore_service.gateway.settlement_pass import SettlementPass
+from keystore_service.gateway.settlement_pass import SettlementLoop, SettlementPass
 from keystore_service.service.claims import Claim
 from keystore_service.storage.send_tables import record_checks, sends
 from keystore_service.storage.tables import resolutions, reviews
@@ -322,3 +322,16 @@ def test_the_report_the_issue_and_the_metric_tell_what_the_checks_did(world):
     assert issues.page(world.tenant_id, "open", "send_unresolved") == []
     assert [i.state for i in issues.page(world.tenant_id, None, "send_unresolved")] == [
         "resolved"]
+
+
+def test_the_loop_beside_the_relay_settles_by_itself(world):
+    world.stale("loop1")
+    loop = SettlementLoop(world.passes, alive=lambda: True, every=0.05).start()
+    try:
+        deadline = time.monotonic() + 10
+        while world.record("loop1").state != "succeeded" and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        loop.stop()
+    assert world.record("loop1").state == "succeeded"
+    assert not loop._thread.is_alive()
