@@ -45,7 +45,8 @@ TENANTS = {t.name for t in metadata.tables.values() if "tenant_id" in t.c}
 # docs/scaling.md); until then they are not checked.
 WITHOUT_COLUMN = {"attempts": "a record's ended attempts (record_id)",
                   "kept_payloads": "a record's kept payload (record_id)",
-                  "hook_attempts": "an event's forwards (event_pk)"}
+                  "hook_attempts": "an event's forwards (event_pk)",
+                  "send_attempts": "a send's requests (send_id)"}
 # Not a tenant's: reference tables on Citus (rate_limits: distributed by its token_id).
 SHARED = {"tenants", "job_locks", "service_secrets", "sealing_check", "rate_limits",
           "lease_expiries", "alembic_version"}
