@@ -123,6 +123,10 @@ SEMANTIC = {
     "PATCH /v1/connections/{name}": ("base_url", "headers"),
     # a connection the tenant does not have (stored state)
     "PUT /v1/scopes/{scope}/settlement": ("connection",),
+    # a send's path with // or a dot segment, a header its connection sets itself, bad
+    # base64, a payload that cannot be canonicalised (gateway/sending.py's rules)
+    "POST /v1/send": ("request.path", "request.headers", "request.body_base64", "payload",
+                      "resource_id_pointer"),
 }
 
 

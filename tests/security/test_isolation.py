@@ -120,6 +120,9 @@ def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
                     "path": "/x", "found": {"pointer": "/id"}, "absent_status": [404]}}),
         ("DELETE", "/v1/scopes/{scope}/settlement"): lambda: _delete(
             foreign_op, "/v1/scopes/invoice/settlement"),
+        ("POST", "/v1/send"): lambda: foreign.post("/v1/send", {
+            "scope": "invoice", "key": "send-1", "connection": "billing", "wait_seconds": 0,
+            "request": {"method": "POST", "path": "/invoices", "json": {"amount": 1}}}),
         ("POST", "/v1/claim"): lambda: foreign.post("/v1/claim", {**REF, "payload": 3}),
         ("POST", "/v1/claim/batch"): lambda: foreign.post("/v1/claim/batch", {
             "scope": "invoice", "items": [{"key": "evt-1", "payload": 3},
@@ -158,6 +161,9 @@ def test_every_endpoint_with_a_foreign_token(app, http, tokens, clock):
                  ("DELETE", "/v1/scopes/{scope}/settlement")]:
         assert answers[call][0] == 404, call
     assert answers[("GET", "/v1/connections")][1]["connections"] == []
+    status, body, _ = answers[("POST", "/v1/send")]  # through acme's connection: none
+    assert (status, body["error"]["code"]) == (404, "not_found")
+    assert foreign.get("/v1/keys", scope="invoice", key="send-1")[0] == 404  # nothing claimed
     assert answers[("POST", "/v1/connections")][0] == 403  # a client token
     status, body, _ = answers[("PUT", "/v1/scopes/{scope}/settlement")]  # acme's connection
     assert (status, body["error"]["details"]["field"]) == (400, "connection")

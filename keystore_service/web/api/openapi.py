@@ -13,6 +13,8 @@ from keystore_service.web.api import (
     issue_schemas,
     issues_openapi,
     schemas,
+    send_openapi,
+    send_schemas,
     source_schemas,
 )
 from keystore_service.web.api import gateway_schemas as hs
@@ -121,7 +123,7 @@ def _plain(summary: str) -> dict:
 
 def document() -> dict:
     models = [*GATEWAY_MODELS, *issue_schemas.MODELS, *bulk_openapi.MODELS,
-              *connection_schemas.MODELS,
+              *connection_schemas.MODELS, *send_schemas.MODELS,
               schemas.ClaimRequest, schemas.BatchClaimRequest, schemas.BatchClaimResponse,
               schemas.ResolveRequest, schemas.ResolveResponse, schemas.ReviewsResponse,
               schemas.ReportResponse, schemas.CompleteRequest, schemas.ReleaseRequest,
@@ -153,6 +155,7 @@ def document() -> dict:
         **issues_openapi.paths(_json, _errors, _body_of, _query),
         **bulk_openapi.paths(_json, _errors, _body_of),
         **connection_openapi.paths(_json, _errors, _body_of),
+        **send_openapi.paths(_json, _errors, _body_of),
         "/healthz": _plain("The process is alive"),
         "/readyz": _plain("The database answers"),
     }

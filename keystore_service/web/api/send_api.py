@@ -10,7 +10,7 @@ from keystore_service import errors
 from keystore_service.gateway.sending import SendAnswer, SendRequest
 from keystore_service.web.api import parsing
 from keystore_service.web.api.render import record_json, respond
-from keystore_service.web.api.send_schemas import SendBody
+from keystore_service.web.api.send_schemas import SendRequest as SendBody
 from keystore_service.web.context import keystore
 
 v1 = Blueprint("send_v1", __name__, url_prefix="/v1")

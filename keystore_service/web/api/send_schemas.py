@@ -8,9 +8,14 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, model_validator
 
-from keystore_service.gateway.connections import MAX_PATH, MAX_POINTER, PATH_PATTERN
+from keystore_service.gateway.connections import (
+    MAX_PATH,
+    MAX_POINTER,
+    PATH_PATTERN,
+    POINTER_PATTERN,
+)
 from keystore_service.web.api.field_types import Fingerprint, Int, Key, Scope
-from keystore_service.web.api.schemas import _Body
+from keystore_service.web.api.schemas import RecordOut, ResultOut, _Body, _Out
 
 # json and body_base64: one of them, or neither (an empty body).
 _ONE_BODY = {"not": {"required": ["json", "body_base64"]}}
@@ -33,12 +38,12 @@ class SendHttpRequest(_Body):
 
     @model_validator(mode="after")
     def _one_body(self):
-        if "json_body" in self.model_fields_set and self.body_base64 is not None:
+        if {"json_body", "body_base64"} <= self.model_fields_set:
             raise ValueError("give json or body_base64, not both")
         return self
 
 
-class SendBody(_Body):
+class SendRequest(_Body):
     model_config = {**_Body.model_config, "json_schema_extra": {
         "not": {"required": ["payload", "fingerprint"]}}}
 
@@ -51,13 +56,27 @@ class SendBody(_Body):
         "the request itself (method, path, body) is the fingerprint."))
     fingerprint: Optional[Fingerprint] = None
     request: SendHttpRequest
-    resource_id_pointer: Optional[str] = Field(None, max_length=MAX_POINTER, description=(
+    resource_id_pointer: Optional[str] = Field(None, max_length=MAX_POINTER,
+                                               pattern=POINTER_PATTERN, description=(
         "A JSON pointer (RFC 6901) into the API's answer: the resource id, e.g. /id."))
     wait_seconds: Int(0, 30) = Field(10, description=(
         "How long to wait for the send to settle before answering 202 accepted."))
 
     @model_validator(mode="after")
     def _one_fingerprint_source(self):
-        if "payload" in self.model_fields_set and self.fingerprint is not None:
+        if {"payload", "fingerprint"} <= self.model_fields_set:
             raise ValueError("send either payload or fingerprint, not both")
         return self
+
+
+class SendResponse(_Out):
+    outcome: Literal["sent", "failed", "accepted", "replay"] = Field(description=(
+        "sent (201): the API answered 2xx; failed (200): it refused for good; accepted "
+        "(202): not settled within wait_seconds; replay (200): a repeat, the first answer"))
+    result: Optional[ResultOut] = Field(None, description=(
+        "The API's answer: status_code, resource_id (by resource_id_pointer), body (its "
+        "JSON, or up to 4 KiB of text); absent while accepted."))
+    record: RecordOut
+
+
+MODELS = [SendHttpRequest, SendRequest, SendResponse]
