@@ -18,7 +18,7 @@ from keystore_service.domain.records import HOOK_SCOPE_PREFIX, Micros
 from keystore_service.domain.sends import OnAbsent
 from keystore_service.gateway import destinations
 from keystore_service.gateway.outbound import Outbound
-from keystore_service.service.sealing import Sealer
+from keystore_service.service.sealing import Sealer, SourceBroken
 from keystore_service.storage.connections import Connection, ConnectionStore
 from keystore_service.storage.settlements import ScopeSettlement, ScopeSettlementStore
 
@@ -53,6 +53,16 @@ DEFAULTS = {"headers": {}, "idempotency_header": None, "timeout_seconds": 10,
 NULLABLE = ("idempotency_header", "rate", "check")
 PLAIN = ("base_url", "idempotency_header", "timeout_seconds", "retry_window_seconds",
          "max_in_flight", "rate", "check")
+
+
+BROKEN = ("no key of this key store's KEYSTORE_SECRET_KEY opens this connection's headers "
+          "(sealed with a key since removed): put that key back in KEYSTORE_SECRET_KEY (after "
+          "the first), or give the connection its headers again (PATCH)")
+
+
+class ConnectionBroken(SourceBroken):
+    """503 unavailable (Retry-After 60): no configured key opens a connection's headers. A
+    request is never made without them (an API would refuse it for good, or worse)."""
 
 
 def path_problem(path: Any) -> Optional[str]:
@@ -212,15 +222,17 @@ class Connections:
         return connection
 
     def headers(self, connection: Connection) -> dict[str, str]:
-        """Its headers, unsealed, for a request (never to be logged or shown); {} when no
-        configured key opens them (the API then refuses the request, visibly)."""
+        """Its headers, unsealed, for a request (never to be logged or shown);
+        ConnectionBroken when no configured key opens them (see `opens`)."""
         try:
             opened = self.sealer.open(connection.sealed)
         except ValueError:
-            return {}
-        return dict(opened) if isinstance(opened, dict) else {}
+            raise ConnectionBroken(BROKEN, details={"reason": "connection_broken",
+                                                    "setting": "KEYSTORE_SECRET_KEY"}) from None
+        return dict(opened)
 
     def opens(self, connection: Connection) -> bool:
+        """Whether a configured key opens its headers (a request can be made)."""
         try:
             self.sealer.open(connection.sealed)
         except ValueError:

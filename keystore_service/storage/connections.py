@@ -133,7 +133,10 @@ class ConnectionStore:
                 if self._named.one(cur, {"tenant_id": tenant_id, "name": values["name"]}):
                     raise NameTaken(self._taken(values["name"]), details={"field": "name"})
                 return _connection(self._add.one(cur, params))
-        except self.db.integrity_errors:  # a concurrent create took the name first
+        except self.db.integrity_errors:
+            if self.get(tenant_id, values["name"]) is None:
+                raise  # not the name: a bug, not the caller's
+            # a concurrent create took the name first
             raise NameTaken(self._taken(values["name"]), details={"field": "name"}) from None
 
     def update(self, tenant_id: int, name: str, changes: dict,

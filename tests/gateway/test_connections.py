@@ -7,10 +7,14 @@ scope's settlement names one of the tenant's own connections and goes with it.""
 from __future__ import annotations
 
 import logging
+import threading
 
 import pytest
+from cryptography.fernet import Fernet
 from sqlalchemy import insert, select, update
 
+from keystore_service import errors
+from keystore_service.gateway.connections import ConnectionBroken
 from keystore_service.storage.send_tables import connections, sends
 from keystore_service.storage.tables import records
 
@@ -294,3 +298,69 @@ def test_a_settlement_goes_with_its_connection(gw):
                                                       "on_absent": "release"})
     assert call(gw, "delete", "/v1/connections/billing")[0] == 200
     assert call(gw, "get", "/v1/scopes/orders/settlement")[0] == 404
+
+
+def test_the_stores_on_their_own(gw_app, op):
+    ks = gw_app.extensions["keystore"]
+    conns, tenant_id = ks.gateway.connections, ks.accounts.tenant_id("acme")
+    other = ks.accounts.tenant_id("globex")
+    made = conns.create(tenant_id, body(check=CHECK))
+    assert conns.store.by_id(made.id) == made == conns.store.by_id(made.id, tenant_id=tenant_id)
+    assert conns.store.by_id(made.id, tenant_id=other) is None  # another tenant's id: none
+    assert conns.store.get(other, "billing") is None and conns.store.list(other) == []
+    assert conns.store.update(other, "billing", {"timeout_seconds": 3}, 1) is None
+    assert conns.store.delete(other, "billing") is False
+    assert conns.store.live_sends(made) == 0
+    put = conns.settlements.put(tenant_id, "orders", made.id, CHECK, "review", 5)
+    conns.settlements.put(other, "orders", made.id, CHECK, "release", 6)  # its own scope
+    again = conns.settlements.put(tenant_id, "orders", made.id, {"x": 1}, "release", 9)
+    assert (again.check, again.on_absent, again.created_at, again.updated_at) == \
+        ({"x": 1}, "release", put.created_at, 9)
+    assert [(s.tenant_id, s.scope) for s in conns.settlements.scopes_with_settlement()] == \
+        sorted([(tenant_id, "orders"), (other, "orders")])
+    assert conns.settlements.delete(tenant_id, "orders") is True
+    assert conns.settlements.delete(tenant_id, "orders") is False
+    assert conns.settlements.get(other, "orders").on_absent == "release"
+
+
+def test_two_creates_of_one_name_make_one(gw_app, op):
+    ks = gw_app.extensions["keystore"]
+    conns, tenant_id = ks.gateway.connections, ks.accounts.tenant_id("acme")
+    barrier, outcomes = threading.Barrier(4), []
+
+    def create(n):
+        barrier.wait(10)
+        try:
+            conns.create(tenant_id, body(timeout_seconds=n + 1))
+            outcomes.append("made")
+        except errors.InvalidRequest as exc:
+            outcomes.append(exc.details["field"])
+
+    threads = [threading.Thread(target=create, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(outcomes) == ["made", "name", "name", "name"]
+    assert len(conns.list(tenant_id)) == 1
+
+
+def test_headers_no_key_opens_are_never_sent_without(gw, gw_app):
+    call(gw, "post", "/v1/connections", body())
+    ks = gw_app.extensions["keystore"]
+    with ks.database.engine.begin() as conn:
+        conn.execute(update(connections).values(
+            sealed=Fernet(Fernet.generate_key()).encrypt(b"{}").decode()))
+    conns = ks.gateway.connections
+    (broken,) = conns.list(ks.accounts.tenant_id("acme"))
+    assert not conns.opens(broken)
+    with pytest.raises(ConnectionBroken) as raised:
+        conns.headers(broken)
+    assert raised.value.status == 503 and raised.value.details["reason"] == "connection_broken"
+    status, shown, _ = call(gw, "get", "/v1/connections/billing")  # still shown, by its names
+    assert status == 200 and shown["connection"]["headers"] == ["Authorization", "X-Tenant"]
+    status, _, _ = call(gw, "patch", "/v1/connections/billing",
+                        {"headers": {"Authorization": "Bearer new"}})
+    assert status == 200
+    (mended,) = conns.list(ks.accounts.tenant_id("acme"))
+    assert conns.headers(mended) == {"Authorization": "Bearer new"}
