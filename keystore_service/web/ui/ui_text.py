@@ -9,6 +9,7 @@ from typing import Any, Optional
 from keystore_service.domain import versions
 from keystore_service.domain.deliveries import DeliveryState as Delivery  # noqa: F401 (templates)
 from keystore_service.domain.records import SECOND, Micros
+from keystore_service.domain.sends import SendState as Send  # noqa: F401 (templates)
 from keystore_service.gateway.rules import scope_of as hook_scope  # noqa: F401 (the templates')
 from keystore_service.web.ui import ui_bodies
 
