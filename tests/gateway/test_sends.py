@@ -151,8 +151,10 @@ def test_ten_concurrent_sends_of_one_key_make_one_request(gw_app, relay, api, op
         answers = list(pool.map(one, range(10)))
     assert api.requests() == 1 and api.created() == 1
     outcomes = sorted(str(b.get("outcome") or b["error"]["code"]) for _, b in answers)
-    assert set(outcomes) <= {"sent", "replay", "in_progress"}, outcomes
-    assert outcomes.count("sent") == 1
+    # one of them is the first (sent, or accepted when it found no seat to wait in); the
+    # others replay it or are told it runs
+    assert set(outcomes) <= {"sent", "accepted", "replay", "in_progress"}, outcomes
+    assert outcomes.count("sent") + outcomes.count("accepted") == 1, outcomes
 
 
 def test_another_payload_for_the_key_is_a_mismatch(gw, relay, api):
