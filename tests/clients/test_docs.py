@@ -7,8 +7,10 @@ from __future__ import annotations
 import ast
 
 import pytest
+import requests
 
 from .conftest import REPO
+from .downstream import Downstream
 from .support import code_blocks
 
 DOCS = REPO / "docs"
@@ -37,11 +39,29 @@ def test_python_blocks_parse(page):
         ast.parse(block)
 
 
-def test_the_python_client_page_runs_as_written(service, monkeypatch, capsys):
+@pytest.fixture
+def billing_api(service):
+    """The page's connection "billing" (its operator's curl), to a real API on 127.0.0.1
+    that answers the page's invoice with 201 {"id": "INV-44"}."""
+    with Downstream() as api:
+        api.script("/api/invoices", 201, {"id": "INV-44"})
+        body = {"base_url": f"{api.url}/api", "headers": {"Authorization": "Bearer sk_test"},
+                "idempotency_header": "Idempotency-Key"}
+        auth = {"Authorization": f"Bearer {service.operator_token}"}
+        made = requests.post(f"{service.url}/v1/connections", json={"name": "billing", **body},
+                             headers=auth, timeout=10)
+        if made.status_code != 201:  # the page ran before on this service: point it here
+            made = requests.patch(f"{service.url}/v1/connections/billing", json=body,
+                                  headers=auth, timeout=10)
+        assert made.status_code in (200, 201), made.text
+        yield api
+
+
+def test_the_python_client_page_runs_as_written(service, billing_api, monkeypatch, capsys):
     """Every Python block of docs/python-client.md runs as the page says: in order, in one
     session, with KEYSTORE_URL and KEYSTORE_TOKEN set, against the real service. Its
     stand-ins (mailer, billing, crm, alert) print what they do, so the output shows which
-    side effects ran: each once."""
+    side effects ran: each once; the send's API got one request."""
     monkeypatch.setenv("KEYSTORE_URL", service.url)
     monkeypatch.setenv("KEYSTORE_TOKEN", service.token)
     blocks = code_blocks(DOCS / "python-client.md", "python")
@@ -56,6 +76,7 @@ def test_the_python_client_page_runs_as_written(service, monkeypatch, capsys):
         "invoice created for evt_1Q2w3E with key create_invoice:evt_1Q2w3E", "INV-42",
         "CRM updated: ann@example.com", "CRM updated: ann@example.org",  # once per version
         "invoicing order 1041", "invoicing order 1042",
+        "sent INV-44", "replay INV-44",  # one request to the API, its answer twice
         "ALERT: event evt_1Q2w3E changed: "
         + ns["ks"].lookup("create_invoice", "evt_1Q2w3E").fingerprint,
     ]
@@ -65,3 +86,6 @@ def test_the_python_client_page_runs_as_written(service, monkeypatch, capsys):
     assert derive_key("acme", ns["date"](2026, 11, 30), 42) == "acme|2026-11-30|42"
     for r in ns["results"]:
         assert ns["ks"].lookup("orders", r.key).state == "succeeded"
+    [invoice] = billing_api.requests_to("/api/invoices")
+    assert invoice.json() == ns["order_1044"]
+    assert invoice.headers["idempotency-key"] == "create_invoice:acme|2026-0044"

@@ -156,7 +156,8 @@ module.exports = {
       {
         key: 'payload', label: 'Payload', dict: true, required: false,
         helpText: 'The values that say what this operation is (amount, customer, ...). A '
-          + 'repeat with the same key and other values is halted for review.',
+          + 'repeat with the same key and other values is halted for review. Empty: the '
+          + 'request itself (method, path, body) is compared.',
       },
       {
         key: 'resource_id_pointer', label: 'Resource ID Pointer', required: false,
