@@ -97,6 +97,11 @@ def test_an_unknown_outcome_without_a_check_waits_for_a_person(app, browser, acm
     assert "send unknown" in html and "has no check to ask" in html
     assert "<code>invoices:INV-2</code>" in html
     assert 'class="state class-unknown"' in html and "Mark succeeded" in html
+    app.extensions["keystore"].gateway.issues.watch()  # the issue of a send that waits
+    browser.get("/ui/issues")
+    assert "send_unresolved" in browser.html and "<code>plain</code>" in browser.html
+    assert 'href="/ui/?kind=send_unknown">the send_unknown reviews (connection plain)' \
+        in browser.html
 
 
 def test_a_queued_send_shows_no_body(app, browser, acme, operator, tokens, api):

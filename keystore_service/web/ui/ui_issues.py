@@ -15,6 +15,7 @@ from flask import Blueprint, g, redirect, render_template, request, url_for
 from keystore_service import errors
 from keystore_service.domain import issues as words
 from keystore_service.domain.deliveries import DeliveryState
+from keystore_service.domain.records import ReviewKind
 from keystore_service.storage.issues import Issue
 from keystore_service.web.context import keystore
 from keystore_service.web.errors import error_page
@@ -42,6 +43,9 @@ def behind(issue: Issue) -> tuple[str, str]:
         return (url_for("ui.hook_deliveries", source=issue.subject,
                         state=DeliveryState.QUEUED.value),
                 f"the queued deliveries of {issue.subject}")
+    if issue.kind == "send_unresolved":  # its subject is the connection
+        return (url_for("ui.queue", kind=ReviewKind.SEND_UNKNOWN.value),
+                f"the send_unknown reviews (connection {issue.subject})")
     return url_for("ui.hooks"), "the Webhooks page"
 
 
