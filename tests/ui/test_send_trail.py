@@ -164,3 +164,18 @@ def test_the_connections_page_lists_checks_and_load_never_header_values(app, bro
     assert "nothing: unknown outcomes go to the check" in row
     assert SECRET not in html and "acct-secret-77" not in html
     assert "globex-erp" not in html  # another tenant's
+
+
+def test_a_plain_claim_checked_by_its_scopes_settlement_shows_the_checks(app, browser, acme,
+                                                                         tokens, clock):
+    tenant_id, record = record_of(app, acme, "INV-7")
+    _write(app, [(record_checks, dict(
+        tenant_id=tenant_id, record_id=record.id, incarnation=record.incarnation, at=clock(),
+        status_code=503, error=None, verdict=Verdict.UNCLEAR.value, resource_id=None,
+        answer='{"error": "maintenance"}'))])
+    browser.sign_in(tokens["ana"])
+    browser.get(record_url("INV-7", SCOPE))
+    html = browser.html
+    assert "The destination&#39;s checks" in html and "Send and checks" not in html
+    assert 'class="state verdict-unclear"' in html and "maintenance" in html
+    assert "Send of incarnation" not in html
