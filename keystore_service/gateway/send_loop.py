@@ -59,6 +59,7 @@ class SendLoop:
                     self._busy += 1
                 self._pool.submit(self._one, job)
             self._wake.wait(SWEEP_SECONDS)
+        self._pool.shutdown(wait=False)  # the relay stopped: requests in flight finish
 
     def _one(self, job: Taken) -> None:
         try:

@@ -12,6 +12,7 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from prometheus_client import REGISTRY
 from sqlalchemy import select
 
 from keystore_service.storage.send_tables import send_attempts, sends
@@ -64,8 +65,14 @@ def rows(gw_app, table):
         return [r._asdict() for r in conn.execute(select(table).order_by(table.c.id))]
 
 
+def sent_total(outcome: str) -> float:
+    return REGISTRY.get_sample_value("keystore_sends_total", {
+        "tenant": "acme", "connection": "billing", "outcome": outcome}) or 0.0
+
+
 def test_a_2xx_is_sent_with_its_resource_id_and_a_repeat_replays(gw, gw_app, relay, api, op):
     connection(gw, api.url)
+    before = sent_total("succeeded")
     status, body, headers = send(gw, token=op["client"])
     assert status == 201, body
     assert body["outcome"] == "sent"
@@ -84,6 +91,7 @@ def test_a_2xx_is_sent_with_its_resource_id_and_a_repeat_replays(gw, gw_app, rel
     assert api.requests() == 1  # a repeat never makes a second request
     [row] = rows(gw_app, sends)
     assert row["state"] == "succeeded" and row["sealed"] is None  # dropped as it settled
+    assert sent_total("succeeded") == before + 1  # the request, not its replay
 
 
 def test_a_permanent_refusal_is_failed_and_never_retried(gw, gw_app, relay, api):
