@@ -238,3 +238,14 @@ def test_accepted_when_not_settled_within_the_wait(gw, gw_app, api):
     assert 1 <= int(headers["Retry-After"]) <= 60
     [row] = rows(gw_app, sends)
     assert row["state"] == "queued" and row["sealed"] and SECRET not in row["sealed"]
+
+
+def test_a_payload_is_the_fingerprint_when_given(gw, relay, api):
+    connection(gw, api.url)
+    assert send(gw, payload={"order": 7})[0] == 201
+    status, body, _ = send(gw, payload={"order": 7}, request={
+        "method": "POST", "path": "/invoices", "json": {"amount": 1, "note": "retyped"}})
+    assert status == 200 and body["outcome"] == "replay"  # the same intent: no request
+    status, body, _ = send(gw, payload={"order": 8})
+    assert status == 422 and body["error"]["code"] == "fingerprint_mismatch"
+    assert api.requests() == 1

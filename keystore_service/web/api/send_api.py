@@ -22,7 +22,7 @@ def send_request(body: SendBody) -> SendRequest:
         scope=body.scope, key=body.key, connection=body.connection, method=r.method,
         path=r.path, headers=dict(r.headers), json_body=r.json_body,
         has_json="json_body" in r.model_fields_set, body_base64=r.body_base64,
-        payload=body.payload, has_payload="payload" in body.model_fields_set,
+        payload=body.payload, has_payload=body.payload is not None,
         fingerprint=body.fingerprint, resource_id_pointer=body.resource_id_pointer,
         wait_seconds=body.wait_seconds)
 

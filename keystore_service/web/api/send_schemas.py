@@ -15,7 +15,7 @@ from keystore_service.gateway.connections import (
     POINTER_PATTERN,
 )
 from keystore_service.web.api.field_types import Fingerprint, Int, Key, Scope
-from keystore_service.web.api.schemas import RecordOut, ResultOut, _Body, _Out
+from keystore_service.web.api.schemas import _NOT_BOTH, RecordOut, ResultOut, _Body, _Out
 
 # json and body_base64: one of them, or neither (an empty body).
 _ONE_BODY = {"not": {"required": ["json", "body_base64"]}}
@@ -44,15 +44,15 @@ class SendHttpRequest(_Body):
 
 
 class SendRequest(_Body):
-    model_config = {**_Body.model_config, "json_schema_extra": {
-        "not": {"required": ["payload", "fingerprint"]}}}
+    model_config = {**_Body.model_config, "json_schema_extra": _NOT_BOTH}
 
     scope: Scope
     key: Key
     connection: str = Field(min_length=1, max_length=64, description=(
         "The name of one of the tenant's connections."))
     payload: Any = Field(None, description=(
-        "Hashed as a claim's payload (RFC 8785, SHA-256); without payload or fingerprint "
+        "Hashed as a claim's payload (RFC 8785, SHA-256); without payload (or null) or "
+        "fingerprint "
         "the request itself (method, path, body) is the fingerprint."))
     fingerprint: Optional[Fingerprint] = None
     request: SendHttpRequest
@@ -64,7 +64,7 @@ class SendRequest(_Body):
 
     @model_validator(mode="after")
     def _one_fingerprint_source(self):
-        if {"payload", "fingerprint"} <= self.model_fields_set:
+        if self.payload is not None and self.fingerprint is not None:
             raise ValueError("send either payload or fingerprint, not both")
         return self
 
