@@ -33,7 +33,6 @@ from keystore_service.storage.sql import Sql
 S = sends.c
 LEASE_MARGIN_SECONDS = 15  # a request's lease: the connection's timeout + this (as forwards)
 ANSWER_KEPT = 512  # characters of an answer an attempt keeps (the design's bound)
-SCAN = 64  # due sends each connection offers a take at most
 _QUEUED, _SENDING, _CHECKING = (f"'{s.value}'" for s in (
     SendState.QUEUED, SendState.SENDING, SendState.CHECKING))
 # Due: queued and its time come; a request whose lease ran out (its sender stopped); a
@@ -46,12 +45,16 @@ _CANDIDATES_PG = f"""
     CROSS JOIN LATERAL (
         SELECT e.id, e.next_attempt_at FROM sends e
         WHERE e.connection_id = c.id AND {_DUE}
-        ORDER BY e.next_attempt_at, e.id LIMIT {SCAN}
+        ORDER BY e.next_attempt_at, e.id LIMIT :n
         FOR UPDATE OF e SKIP LOCKED) f
-    WHERE c.id IN (SELECT DISTINCT e.connection_id FROM sends e WHERE {_DUE})"""
+    WHERE c.id IN (SELECT DISTINCT e.connection_id FROM sends e WHERE {_DUE})
+    ORDER BY c.id, f.next_attempt_at, f.id"""
 _CANDIDATES_SQLITE = f"""
-    SELECT e.id, e.connection_id FROM sends e
-    WHERE e.connection_id IS NOT NULL AND {_DUE}
+    SELECT e.id, e.connection_id FROM connections c
+    JOIN sends e ON e.id IN (
+        SELECT e.id FROM sends e WHERE e.connection_id = c.id AND {_DUE}
+        ORDER BY e.next_attempt_at, e.id LIMIT :n)
+    WHERE c.id IN (SELECT DISTINCT e.connection_id FROM sends e WHERE {_DUE})
     ORDER BY e.connection_id, e.next_attempt_at, e.id"""
 # Per connection: its limits, and how many of its sends are in flight now and were made (or
 # are being made) in the last second and minute (for its rate).
@@ -203,7 +206,8 @@ class SendStore:
         if limit <= 0:
             return []
         with self.db.transaction() as cur:
-            candidates = [(r[0], r[1]) for r in self._candidates.all(cur, {"now": now})]
+            candidates = [(r[0], r[1]) for r in self._candidates.all(
+                cur, {"now": now, "n": limit})]
             if not candidates:
                 return []
             ids = sorted({c for _, c in candidates})
