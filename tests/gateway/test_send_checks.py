@@ -7,6 +7,7 @@ sender that stopped mid-request, taken over as an unknown outcome."""
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -154,3 +155,26 @@ def test_a_sender_that_stopped_mid_request_is_taken_over_as_unknown(
     finally:
         if deduped:
             target.close()
+
+
+def test_a_check_removed_while_a_send_waits_for_it_leaves_it_to_a_person(
+        gw, gw_app, relay, api, clock, monkeypatch):
+    monkeypatch.setattr(sender_module, "CHECK_BACKOFF_SECONDS", (600, 600, 600))
+    connection(gw, api.url, timeout_seconds=1, check=CHECK)
+    api.script(stall(3), n=1)
+    api.script(answer(503), n=1, method="GET")  # unclear: the next try in 600 s
+    assert send(gw, wait=0)[0] == 202
+    api.wait_for(created=1, requests=1, timeout=10)
+    for _ in range(100):
+        if rows(gw_app, sends)[0]["check_tries"] == 1:
+            break
+        time.sleep(0.05)
+    assert rows(gw_app, sends)[0]["state"] == "checking"
+    assert gw.client.patch("/v1/connections/billing", json={"check": None},
+                           headers=gw._auth(...)).status_code == 200
+    clock.advance(601)
+    relay.wake_sender()
+    status, body, _ = gw.get("/v1/keys", scope="billing", key="k1", wait=10)
+    assert body["record"]["state"] == "needs_reconciliation", body
+    assert rows(gw_app, sends)[0]["state"] == "unresolved"
+    assert api.requests(method="GET") == 1
