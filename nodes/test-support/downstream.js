@@ -7,7 +7,8 @@
  *   anything else         404
  *
  * Every request is kept (`requests`: method, path, headers in lower case, parsed body). A
- * request's key is its `Idempotency-Key` header. `script(key, {status, body, delayMs, create})`
+ * request's key is its `Idempotency-Key` header, else its body's `reference` (a connection
+ * without an idempotency header). `script(key, {status, body, delayMs, create})`
  * answers that key's next request so instead: `status` and `body` without creating anything
  * (a refusal: 422), after creating when `create`, after `delayMs` (a slow API).
  *
@@ -17,6 +18,10 @@
  *   await api.close();
  */
 const http = require('node:http');
+
+function keyOf({ headers, body }) {
+	return headers['idempotency-key'] ?? (body && typeof body === 'object' ? (body.reference ?? null) : null);
+}
 
 async function startDownstream() {
 	const requests = [];
@@ -37,7 +42,7 @@ async function startDownstream() {
 			}
 			const got = { method: req.method, path: req.url, headers: req.headers, body };
 			requests.push(got);
-			const key = req.headers['idempotency-key'] ?? null;
+			const key = keyOf(got);
 			const queued = key === null ? undefined : scripts.get(key)?.shift();
 			const reply = (status, data) => {
 				res.writeHead(status, { 'Content-Type': 'application/json' });
@@ -60,7 +65,7 @@ async function startDownstream() {
 			if (!scripts.has(key)) scripts.set(key, []);
 			scripts.get(key).push(answer);
 		},
-		requestsFor: (key) => requests.filter((r) => r.headers['idempotency-key'] === key),
+		requestsFor: (key) => requests.filter((r) => keyOf(r) === key),
 		close: () =>
 			new Promise((resolve) => {
 				server.closeAllConnections();

@@ -25,6 +25,11 @@ before(async () => {
     idempotency_header: 'Idempotency-Key', timeout_seconds: 10, retry_window_seconds: 60,
   }, ks.operatorToken);
   assert.equal(status, 201, JSON.stringify(body));
+  // an API without an idempotency header, and no check: an unknown outcome goes to a person
+  const [plain, answer] = await ks.api('POST', '/v1/connections', {
+    name: 'billing-plain', base_url: `${api.url}/api`, idempotency_header: null, retry_window_seconds: 60,
+  }, ks.operatorToken);
+  assert.equal(plain, 201, JSON.stringify(answer));
 });
 after(async () => {
   await ks?.stop();
@@ -154,4 +159,17 @@ it('examples/send-once-invoice.json over HTTP: 201 with the invoice once, 200 wi
   } finally {
     await web.close();
   }
+});
+
+it('an API that answers 500 with no idempotency header and no check: "needs attention", and so does a repeat', async () => {
+  const { through } = await sendFlow({ connection: 'billing-plain' });
+  const reference = eventId('unknown');
+  api.script(reference, { status: 500, body: { error: 'internal' } });
+  const msg = { _msgid: eventId('m'), payload: { order: reference, reference, total: 10 } };
+  const [output, attention] = await through('send', msg);
+  assert.deepEqual([output, attention.keystore.outcome], ['attention', 'needs_reconciliation'], JSON.stringify(attention.keystore));
+  assert.equal(attention.keystore.record.state, 'needs_reconciliation');
+  const [again, still] = await through('send', { _msgid: eventId('m'), payload: { order: reference, reference, total: 10 } });
+  assert.deepEqual([again, still.keystore.outcome], ['attention', 'needs_reconciliation']);
+  assert.equal(api.requestsFor(reference).length, 1, 'never a blind retry');
 });

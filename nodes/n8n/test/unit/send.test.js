@@ -48,6 +48,14 @@ describe('Send Once against a real key store and API', () => {
 			ks.operatorToken,
 		);
 		assert.equal(status, 201, JSON.stringify(body));
+		// an API without an idempotency header, and no check: an unknown outcome goes to a person
+		const [plain, answer] = await ks.api(
+			'POST',
+			'/v1/connections',
+			{ name: 'billing-plain', base_url: `${api.url}/api`, idempotency_header: null, retry_window_seconds: 60 },
+			ks.operatorToken,
+		);
+		assert.equal(plain, 201, JSON.stringify(answer));
 	});
 	after(async () => {
 		await ks?.stop();
@@ -129,5 +137,18 @@ describe('Send Once against a real key store and API', () => {
 		const [[kept]] = await sendOnce([{ order, total: 1 }], { path: 'invoices' }, { continueOnFail: true });
 		assert.match(kept.json.error, /invalid_request/, 'the key store refuses a path without its leading /');
 		assert.equal(api.requestsFor(`create_invoice:${order}`).length, 0);
+	});
+
+	test('an API that answers 500 with no idempotency header and no check: needs_reconciliation, also on a repeat', async () => {
+		const order = unique('order');
+		api.script(order, { status: 500, body: { error: 'internal' } });
+		const params = { connection: 'billing-plain', jsonBody: (json) => ({ reference: json.order, total: json.total }) };
+		for (let run = 0; run < 2; run++) {
+			await assert.rejects(sendOnce([{ order, total: 10 }], params), (error) => {
+				assert.equal(error.context.keystoreCode, 'needs_reconciliation', error.message);
+				return true;
+			});
+		}
+		assert.equal(api.requestsFor(order).length, 1, 'never a blind retry');
 	});
 });
