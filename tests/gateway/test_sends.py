@@ -249,3 +249,18 @@ def test_a_payload_is_the_fingerprint_when_given(gw, relay, api):
     status, body, _ = send(gw, payload={"order": 8})
     assert status == 422 and body["error"]["code"] == "fingerprint_mismatch"
     assert api.requests() == 1
+
+
+def test_a_send_a_person_released_is_sent_again_with_its_key(gw, gw_app, relay, api, op):
+    connection(gw, api.url, timeout_seconds=1)
+    api.script(stall(3), n=1)
+    assert send(gw)[0] == 409  # needs_reconciliation: the API may have made it
+    status, body, _ = gw.post("/v1/resolve", {"scope": "billing", "key": "k1",
+                                              "action": "release"})
+    assert status == 200, body  # the person found no invoice: do it again
+    status, body, _ = send(gw, token=op["client"])
+    assert status == 201 and body["record"]["attempt"] == 2, body
+    seen = api.requests_seen()
+    assert [s.key for s in seen] == ["billing:k1", "billing:k1"]
+    [row] = rows(gw_app, sends)  # the incarnation's one send, made again
+    assert row["state"] == "succeeded" and row["sealed"] is None
