@@ -78,8 +78,9 @@ def Int(ge: int, le: int):  # noqa: N802 (a type factory)
     return Annotated[int, Ge(ge), Le(le), BeforeValidator(_integral)]
 
 
+# domain.ReviewKind (a test keeps them equal)
 ReviewKindName = Literal["fingerprint_mismatch", "stale_lease", "delivery_failed",
-                         "late_repeat"]  # domain.ReviewKind (a test keeps them equal)
+                         "late_repeat", "send_unknown"]
 Scope = Annotated[str, StringConstraints(min_length=1, max_length=128,
                                          pattern=r"^[A-Za-z0-9_.:\-]+$")]
 Key = Text(1, 512)
