@@ -292,9 +292,9 @@ class Sender:
                 if not self._unresolved(cur, send, record, now, error):
                     return None
                 return self._count(send, SendState.UNRESOLVED.value)
-            result, _ = result_text(reply.status if reply else None,
-                                    reply.body if reply else b"", None,
-                                    error or "the retry window ended")
+            status, raw = (reply.status, reply.body) if reply else \
+                self.sends.last_answer(cur, send.id)
+            result, _ = result_text(status, raw, None, error or "the retry window ended")
             if not self._close(cur, send, SendState.FAILED, now, error):
                 return None
             self._end_record(cur, record, State.FAILED.value, result, None, now)

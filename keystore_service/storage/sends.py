@@ -166,6 +166,9 @@ class SendStore:
             lease_until=bindparam("until")).returning(*sends.c), d)
         self._attempt = Sql(send_attempts.insert().values(
             {c.name: bindparam(c.name) for c in send_attempts.c if c.name != "id"}), d)
+        A = send_attempts.c
+        self._last = Sql(select(A.status_code, A.answer).where(A.send_id == bindparam("id"))
+                         .order_by(A.at.desc(), A.id.desc()).limit(1), d)
         self._dialect = d
         self._cas: dict[tuple, Sql] = {}
 
@@ -255,6 +258,13 @@ class SendStore:
         request goes with the same key."""
         return self.settle(cur, send, {"state": SendState.QUEUED.value, "next_attempt_at": now,
                                        "lease_holder": None, "lease_until": None})
+
+    def last_answer(self, cur: Any, send_id: int) -> tuple[Optional[int], bytes]:
+        """The status and kept answer of the send's last attempt ((None, b"") for none)."""
+        row = self._last.one(cur, {"id": send_id})
+        if row is None:
+            return None, b""
+        return row[0], (row[1] or "").encode("utf-8")
 
     def add_attempt(self, cur: Any, send_id: int, at: Micros, duration_ms: int,
                     status_code: Optional[int], error: Optional[str], klass: str,

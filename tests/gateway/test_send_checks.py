@@ -99,7 +99,9 @@ def test_the_window_ends_failed_after_retries(gw, gw_app, ks, api, clock):
     finally:
         running.stop(5)
     assert body["record"]["state"] == "failed", body
-    assert body["record"]["result"]["error"] == "status 503"
+    result = body["record"]["result"]
+    assert result["error"] == "status 503" and result["status_code"] == 503  # the last answer
+    assert result["body"]["error"]["type"] == "scripted"
     [row] = rows(gw_app, sends)
     assert row["state"] == "failed" and row["sealed"] is None
 
