@@ -5,6 +5,7 @@ installs what it needs first). `python -m bench <what> --help` gives each one's 
               --smoke` is `python -m bench suite --smoke`); writes docs/benchmarks.md's results
     gateway   the webhook gateway: ingest, accept-to-first-forward, forwarding throughput
     recovery  the alerts' watchers on vs off, and the drain after a destination's outage
+    sends     outbound sends beside the gateway's forwards, and what a check costs
     layouts   group commit on/off and workers x threads, side by side
     ab        a baseline revision against the working tree, round by round
     profile   py-spy on every worker while wrk drives one scenario
@@ -21,7 +22,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-COMMANDS = ("suite", "gateway", "recovery", "layouts", "ab", "profile", "proxy", "rate", "dblimit")
+COMMANDS = ("suite", "gateway", "recovery", "sends", "layouts", "ab", "profile", "proxy", "rate", "dblimit")
 
 
 def main(argv: list[str] | None = None) -> int:
