@@ -33,9 +33,15 @@ from keystore_service.domain import canonical, pointers
 from keystore_service.domain.records import SECOND, Micros, Record, ReviewKind, State
 from keystore_service.domain.sends import CHECK_TRIES, Class, SendState, Verdict, classify
 from keystore_service.gateway import rules
-from keystore_service.gateway.connections import Connections
+from keystore_service.gateway.connections import ConnectionBroken, Connections
 from keystore_service.gateway.outbound import Outbound, Reply
-from keystore_service.gateway.settlement import CheckRun, Checker, Settlement, joined
+from keystore_service.gateway.settlement import (
+    HEADERS_SHUT,
+    CheckRun,
+    Checker,
+    Settlement,
+    joined,
+)
 from keystore_service.service.sealing import Sealer
 from keystore_service.storage.connections import Connection
 from keystore_service.storage.records import RecordStore
@@ -131,7 +137,12 @@ class Sender:
         if opened is None:  # sealed with a key since removed: it cannot be made
             reply = Reply(None, {}, b"", "the sealed request cannot be opened", sent=False)
             return self._settle(send, connection, record, reply, 0)
-        headers = {**opened["headers"], **self.connections.headers(connection)}
+        try:
+            headers = {**opened["headers"], **self.connections.headers(connection)}
+        except ConnectionBroken:  # no key opens them: nothing is sent, so it is retried with
+            # its key (never unknown) and fails at the window's end if the key never returns
+            reply = Reply(None, {}, b"", HEADERS_SHUT, sent=False)
+            return self._settle(send, connection, record, reply, 0)
         if connection.idempotency_header:
             headers[connection.idempotency_header] = rules.header_id(send.reference)
         started = time.monotonic()

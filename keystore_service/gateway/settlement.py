@@ -25,18 +25,21 @@ from keystore_service.domain import canonical, pointers
 from keystore_service.domain.records import Micros, Record, ReviewKind, State
 from keystore_service.domain.sends import CHECK_TRIES, Verdict
 from keystore_service.domain.upkeep import resolution_changes
+from keystore_service.gateway.connections import ConnectionBroken
 from keystore_service.gateway.outbound import Outbound
 from keystore_service.service.operations import snapshot
 from keystore_service.storage.record_checks import RecordCheckStore
 from keystore_service.storage.records import RecordStore
 from keystore_service.storage.reviews import ReviewStore
 
-if TYPE_CHECKING:  # H-conn's modules (issue 28): the connection and its unsealed headers
+if TYPE_CHECKING:  # the connection and its unsealed headers
     from keystore_service.gateway.connections import Connections
     from keystore_service.storage.connections import Connection
 
 ANSWER_READ = 64 * 1024  # bytes of a check's answer read and judged
 ANSWER_KEPT = 1024  # bytes of it kept with the run (the trail, the review, the page)
+# A check of a connection whose headers no configured key opens is not asked without them.
+HEADERS_SHUT = "the connection's headers cannot be opened: KEYSTORE_SECRET_KEY lacks their key"
 RESULT_BODY = 4096  # the contract's bound on an answer kept in the record's result
 ACTOR = "check"  # who resolved, in the reviews and the audit trail
 SETTLED, RELEASED = "settled_by_check", "released_by_check"  # the resolutions it writes
@@ -142,8 +145,11 @@ class Checker:
     def run(self, connection: Connection, check: dict, scope: str, key: str) -> CheckRun:
         """Ask the destination once; never raises for what the destination does."""
         url = joined(connection.base_url, render(check["path"], scope, key))
-        headers = {"Accept": "application/json", "User-Agent": "keystore-check",
-                   **self.connections.headers(connection)}
+        try:
+            headers = {"Accept": "application/json", "User-Agent": "keystore-check",
+                       **self.connections.headers(connection)}
+        except ConnectionBroken:  # not asked without its headers: unclear, asked again
+            return CheckRun(None, HEADERS_SHUT, Verdict.UNCLEAR, None, "")
         reply = self.outbound.request(check.get("method") or "GET", url, b"", headers,
                                       connection.timeout_seconds, ANSWER_READ)
         verdict, resource_id, why = judge(check, reply.status, reply.body, reply.error)

@@ -10,13 +10,15 @@ import json
 import time
 
 import pytest
+from cryptography.fernet import Fernet
+from sqlalchemy import update
 
 from keystore_service.gateway import sender as sender_module
-from keystore_service.storage.send_tables import record_checks, send_attempts, sends
+from keystore_service.storage.send_tables import connections, record_checks, send_attempts, sends
 from keystore_service.storage.tables import reviews
 from tests.support.downstream import Downstream, answer, refuse, stall
 
-from .test_sends import connection, rows, send
+from .send_support import connection, rows, send
 
 CHECK = {"method": "GET", "path": "/invoices?reference={reference}",
          "found": {"pointer": "/data/0"}, "resource_id": "/data/0/id", "absent": "/data"}
@@ -82,6 +84,36 @@ def test_an_unclear_check_three_times_asks_a_person_with_its_answers(
     assert review["kind"] == "send_unknown" and review["state"] == "open"
     kept = json.loads(review["kept"])
     assert [c["verdict"] for c in kept["checks"]] == ["unclear"] * 3
+
+
+def test_headers_no_key_opens_make_no_request_and_fail_at_the_window_end(
+        gw, gw_app, ks, api, clock):
+    """A connection sealed with a key since removed: its send is never made without its
+    headers (nor its check asked), so the send is retried with its key and fails at the
+    window's end; never unknown, never a person's review for a request that did not go."""
+    ks.gateway.sender.rand = lambda: 1.0
+    connection(gw, api.url, retry_window_seconds=10, check=CHECK)
+    with ks.database.engine.begin() as conn:
+        conn.execute(update(connections).values(
+            sealed=Fernet(Fernet.generate_key()).encrypt(b"{}").decode()))
+    running = ks.gateway.start_relay(ks.settings, "shut-relay")
+    try:
+        assert send(gw, wait=0)[0] == 202
+        deadline = time.monotonic() + 10
+        while not rows(gw_app, send_attempts) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        [row] = rows(gw_app, sends)
+        assert row["state"] == "queued" and row["unknown"] == 0, row
+        assert row["last_error"] == sender_module.HEADERS_SHUT
+        clock.advance(11)
+        ks.gateway.wake_sender()
+        status, body, _ = gw.get("/v1/keys", scope="billing", key="k1", wait=10)
+    finally:
+        running.stop(5)
+    assert body["record"]["state"] == "failed", body
+    assert api.requests() == 0 and api.requests(method="GET") == 0
+    assert {a["class"] for a in rows(gw_app, send_attempts)} == {"retry"}
+    assert rows(gw_app, record_checks) == [] and rows(gw_app, reviews) == []
 
 
 def test_the_window_ends_failed_after_retries(gw, gw_app, ks, api, clock):

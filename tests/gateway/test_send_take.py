@@ -9,7 +9,7 @@ import pytest
 
 from keystore_service.storage.sends import in_turn
 
-from .test_sends import connection, send
+from .send_support import connection, send
 
 
 @pytest.fixture

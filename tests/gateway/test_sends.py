@@ -13,13 +13,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from prometheus_client import REGISTRY
-from sqlalchemy import select
 
 from keystore_service.storage.send_tables import send_attempts, sends
 from keystore_service.storage.tables import reviews
 from tests.support.downstream import Downstream, answer, stall
 
-SECRET = "sk_live_Zq81nUfVb0"
+from .send_support import SECRET, connection, rows, send
+
 
 
 @pytest.fixture
@@ -41,28 +41,6 @@ def relay(gw_app):
     running = ks.gateway.start_relay(ks.settings, "send-relay")
     yield ks.gateway
     running.stop(5)
-
-
-def connection(gw, base_url, **over):
-    body = {"name": "billing", "base_url": base_url,
-            "headers": {"Authorization": f"Bearer {SECRET}"}, "timeout_seconds": 2,
-            "idempotency_header": None, **over}
-    status, made, _ = gw.post("/v1/connections", body)
-    assert status == 201, made
-    return made["connection"]
-
-
-def send(gw, key="k1", token=..., wait=10, **over):
-    body = {"scope": "billing", "key": key, "connection": "billing",
-            "request": {"method": "POST", "path": "/invoices",
-                        "json": {"amount": 100, "reference": f"billing:{key}"}},
-            "resource_id_pointer": "/id", "wait_seconds": wait, **over}
-    return gw.post("/v1/send", body, token=token)
-
-
-def rows(gw_app, table):
-    with gw_app.extensions["keystore"].database.engine.connect() as conn:
-        return [r._asdict() for r in conn.execute(select(table).order_by(table.c.id))]
 
 
 def sent_total(outcome: str) -> float:

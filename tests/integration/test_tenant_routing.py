@@ -76,6 +76,7 @@ MAINTENANCE = {
                                   "by its id when no tenant is given",
     "ScopeSettlementStore._all": "the reconciler's settlement pass: every tenant's scopes with "
                                  "a settlement",
+    "SendStore._candidates": "the sender's fair take: due sends of every connection, in turn",
 }
 FINDS_TENANT = {
     "Accounts._by_hash": "a bearer token's hash is what names the tenant",
@@ -92,6 +93,8 @@ GAPS = {
     "ReviewStore._refused": "reviews.id", "ReviewStore._get": "reviews.id",
     "ReviewStore._close_one": "reviews.id",
     "ReviewStore._close_kind": "reviews.record_id", "ReviewStore._open_of": "reviews.record_id",
+    "SendStore._by_id": "sends.id", "SendStore._lease": "sends.id",
+    "SendStore._one": "sends.record_id",
     "HookStore._by_id": "hook_events.id", "HookStore._of_record": "hook_events.record_id",
     "HookStore._settle": "hook_events.id", "HookStore._settled": "hook_events.id",
     "HookStore._settled_ended": "hook_events.id", "HookStore._redeliver": "hook_events.id",
