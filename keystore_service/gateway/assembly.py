@@ -80,7 +80,7 @@ class Gateway:
                 self.settlement_pass, alive=lambda: not relay._stop.is_set()).start()
         if self.sender is not None:  # beside it too, and stopped with it
             relay = self.relay
-            self.send_loop = SendLoop(self.sender, min(8, settings.relay_concurrency),
+            self.send_loop = SendLoop(self.sender, settings.relay_concurrency,
                                       self.relay.holder,
                                       alive=lambda: not relay._stop.is_set()).start()
         return self.relay
