@@ -111,7 +111,10 @@ class Sender:
         """Make the send's request (or its check) and settle it; what it came to, or None
         when its lease was lost meanwhile (another sender has it)."""
         send = taken.send
-        connection = self.connections.store.by_id(send.connection_id, tenant_id=send.tenant_id)
+        connection = taken.connection  # as the take read it (storage/sends.py)
+        if connection is None or connection.tenant_id != send.tenant_id:
+            connection = self.connections.store.by_id(send.connection_id,
+                                                      tenant_id=send.tenant_id)
         record = self._record(send)
         if connection is None or record is None or record.incarnation != send.incarnation \
                 or record.state not in (State.IN_PROGRESS.value,

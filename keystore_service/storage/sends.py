@@ -26,8 +26,9 @@ from sqlalchemy.dialects import postgresql, sqlite
 
 from keystore_service.domain.records import SECOND, Micros
 from keystore_service.domain.sends import SendState
+from keystore_service.storage.connections import Connection, _connection
 from keystore_service.storage.db import Database
-from keystore_service.storage.send_tables import send_attempts, sends
+from keystore_service.storage.send_tables import connections, send_attempts, sends
 from keystore_service.storage.sql import Sql
 
 S = sends.c
@@ -57,7 +58,8 @@ _CANDIDATES_SQLITE = f"""
     WHERE c.id IN (SELECT DISTINCT e.connection_id FROM sends e WHERE {_DUE})
     ORDER BY e.connection_id, e.next_attempt_at, e.id"""
 # Per connection: its limits, and how many of its sends are in flight now and were made (or
-# are being made) in the last second and minute (for its rate).
+# are being made) in the last second and minute (for its rate), then its row (the sender
+# makes the send with the row as the take read it, so it does not read it again).
 _ROOM = f"""
     SELECT c.id, c.max_in_flight, c.timeout_seconds, c.rate,
         (SELECT count(*) FROM sends d WHERE d.connection_id = c.id
@@ -65,7 +67,8 @@ _ROOM = f"""
         (SELECT count(*) FROM send_attempts a JOIN sends d ON d.id = a.send_id
            WHERE d.connection_id = c.id AND a.at > :now - {SECOND}),
         (SELECT count(*) FROM send_attempts a JOIN sends d ON d.id = a.send_id
-           WHERE d.connection_id = c.id AND a.at > :now - {60 * SECOND})
+           WHERE d.connection_id = c.id AND a.at > :now - {60 * SECOND}),
+        {", ".join(f"c.{column.name}" for column in connections.c)}
     FROM connections c WHERE c.id IN ({{ids}}) ORDER BY c.id"""
 _LOCK = "SELECT id FROM connections WHERE id IN ({ids}) ORDER BY id FOR NO KEY UPDATE"
 
@@ -104,16 +107,19 @@ assert [c.name for c in sends.c] == list(Send.__slots__), "column order = Send"
 @dataclass(frozen=True, slots=True)
 class Taken:
     """A send leased by a take: `was` is its state before (sending or checking: taken over
-    from a sender whose lease ran out), `timeout_seconds` its connection's."""
+    from a sender whose lease ran out), `timeout_seconds` its connection's, `connection` its
+    connection's row as the take read it (under the take's lock: a PATCH committed before the
+    take is in it)."""
 
     send: Send
     was: str
     timeout_seconds: int
+    connection: Optional[Connection] = None
 
 
 def _room_left(row: tuple) -> int:
     """How many sends a connection may start now: its free slots, and its rate's room."""
-    _, max_in_flight, _, rate, in_flight, last_second, last_minute = row
+    _, max_in_flight, _, rate, in_flight, last_second, last_minute = row[:7]
     room = max_in_flight - in_flight
     limits = json.loads(rate) if rate else {}
     if limits.get("per_second"):
@@ -217,6 +223,7 @@ class SendStore:
             rooms = self._rooms(cur, ids, now)
             room = {row[0]: _room_left(row) for row in rooms}
             timeouts = {row[0]: row[2] for row in rooms}
+            rows = {row[0]: _connection(tuple(row[7:])) for row in rooms}
             chosen = set(in_turn(candidates, room, limit))
             taken = []
             for send_id, connection_id in candidates:
@@ -228,7 +235,8 @@ class SendStore:
                 new_state = SendState.SENDING.value if was == SendState.QUEUED.value else was
                 row = self._lease.one(cur, {"sid": send_id, "new_state": new_state,
                                             "holder": holder, "until": until})
-                taken.append(Taken(Send(*row), was, timeouts[connection_id]))
+                taken.append(Taken(Send(*row), was, timeouts[connection_id],
+                                   rows[connection_id]))
         return taken
 
     def _rooms(self, cur: Any, ids: list[int], now: Micros) -> list[tuple]:

@@ -242,3 +242,23 @@ def test_a_send_a_person_released_is_sent_again_with_its_key(gw, gw_app, relay, 
     assert [s.key for s in seen] == ["billing:k1", "billing:k1"]
     [row] = rows(gw_app, sends)  # the incarnation's one send, made again
     assert row["state"] == "succeeded" and row["sealed"] is None
+
+
+def test_a_patched_connection_takes_effect_at_the_next_send(gw, gw_app, relay, api):
+    """The sender makes a send with its connection as the take read it (storage/sends.py),
+    not read again: a PATCH of its base URL and headers reaches the next send, which goes to
+    the new API with the new header, and the old API gets nothing more."""
+    connection(gw, api.url)
+    status, body, _ = send(gw, key="k1")
+    assert status == 201 and body["outcome"] == "sent", body
+    assert api.requests() == 1
+    with Downstream() as other:
+        r = gw.client.patch("/v1/connections/billing", headers=gw._auth(...), json={
+            "base_url": other.url, "headers": {"Authorization": "Bearer sk_live_rotated"}})
+        assert r.status_code == 200, r.get_json(silent=True)
+        status, body, _ = send(gw, key="k2")
+        assert status == 201 and body["outcome"] == "sent", body
+        [seen] = other.requests_seen()
+        assert seen.headers.get("authorization") == "Bearer sk_live_rotated"
+        assert seen.body == {"amount": 100, "reference": "billing:k2"}
+    assert api.requests() == 1
