@@ -115,7 +115,9 @@ class Sender:
         if connection is None or connection.tenant_id != send.tenant_id:
             connection = self.connections.store.by_id(send.connection_id,
                                                       tenant_id=send.tenant_id)
-        record = self._record(send)
+        record = taken.record  # as the take read it (storage/sends.py)
+        if record is None:
+            record = self._record(send)
         if connection is None or record is None or record.incarnation != send.incarnation \
                 or record.state not in (State.IN_PROGRESS.value,
                                         State.NEEDS_RECONCILIATION.value):

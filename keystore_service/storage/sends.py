@@ -18,18 +18,19 @@ leased meanwhile, and a connection whose rate is spent offers nothing until it h
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Optional
 
 from sqlalchemy import bindparam, select, text, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from keystore_service.domain.records import SECOND, Micros
+from keystore_service.domain.records import SECOND, Micros, Record
 from keystore_service.domain.sends import SendState
 from keystore_service.storage.connections import Connection, _connection
 from keystore_service.storage.db import Database
 from keystore_service.storage.send_tables import connections, send_attempts, sends
 from keystore_service.storage.sql import Sql
+from keystore_service.storage.tables import records
 
 S = sends.c
 LEASE_MARGIN_SECONDS = 15  # a request's lease: the connection's timeout + this (as forwards)
@@ -109,12 +110,14 @@ class Taken:
     """A send leased by a take: `was` is its state before (sending or checking: taken over
     from a sender whose lease ran out), `timeout_seconds` its connection's, `connection` its
     connection's row as the take read it (under the take's lock: a PATCH committed before the
-    take is in it)."""
+    take is in it); `record` the send's record as the take read it (in the take's
+    transaction: the sender checks it as it would a record it read itself)."""
 
     send: Send
     was: str
     timeout_seconds: int
     connection: Optional[Connection] = None
+    record: Optional[Record] = None
 
 
 def _room_left(row: tuple) -> int:
@@ -237,7 +240,18 @@ class SendStore:
                                             "holder": holder, "until": until})
                 taken.append(Taken(Send(*row), was, timeouts[connection_id],
                                    rows[connection_id]))
+            if taken:  # their records in one statement, not one read per send
+                found = self._records(cur, [t.send for t in taken])
+                taken = [replace(t, record=found.get(t.send.record_id)) for t in taken]
         return taken
+
+    def _records(self, cur: Any, of: list[Send]) -> dict[int, Record]:
+        """The sends' records by id, each addressed by its tenant and id."""
+        pairs = " OR ".join(f"(tenant_id = {int(s.tenant_id)} AND id = {int(s.record_id)})"
+                            for s in of)  # integers from our own rows
+        columns = ", ".join(column.name for column in records.c)
+        rows = Sql(text(f"SELECT {columns} FROM records WHERE {pairs}"), self._dialect).all(cur)
+        return {row[0]: Record(*row) for row in rows}
 
     def _rooms(self, cur: Any, ids: list[int], now: Micros) -> list[tuple]:
         """The connections' rows with their counts, locked on PostgreSQL (so every sender
