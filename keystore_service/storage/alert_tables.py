@@ -18,13 +18,9 @@ from sqlalchemy import (
 )
 
 from keystore_service.domain.issues import EVENTS, ISSUE_STATES, KINDS, NOTICE_STATES
-from keystore_service.storage.tables import Id, exact_text, metadata
+from keystore_service.storage.tables import Id, exact_text, metadata, one_of
 
 LIVE = "resolved_at IS NULL"  # the issue that counts for its (tenant, kind, subject)
-
-
-def _one_of(column: str, values: tuple[str, ...]) -> str:
-    return f"{column} IN (" + ", ".join(f"'{v}'" for v in values) + ")"
 
 
 # Something that needs a person: one issue per (tenant, kind, subject) until its condition
@@ -45,8 +41,8 @@ issues = Table(
     Column("resolved_at", BigInteger, nullable=True),
     Column("acknowledged_by", Text, nullable=True),
     Column("detail", Text, nullable=True),  # what opened it, in a line (never a body)
-    CheckConstraint(_one_of("kind", KINDS), name="kind"),
-    CheckConstraint(_one_of("state", ISSUE_STATES), name="state"),
+    CheckConstraint(one_of("kind", KINDS), name="kind"),
+    CheckConstraint(one_of("state", ISSUE_STATES), name="state"),
     CheckConstraint("count >= 0", name="count"),
     CheckConstraint("state <> 'resolved' OR resolved_at IS NOT NULL", name="resolved"),
     CheckConstraint("state NOT IN ('open', 'acknowledged') OR resolved_at IS NULL",
@@ -104,8 +100,8 @@ alert_notices = Table(
     Column("sent_at", BigInteger, nullable=True),
     Column("last_error", Text, nullable=True),
     UniqueConstraint("channel_id", "issue_id", "event", "seq"),
-    CheckConstraint(_one_of("event", EVENTS), name="event"),
-    CheckConstraint(_one_of("state", NOTICE_STATES), name="state"),
+    CheckConstraint(one_of("event", EVENTS), name="event"),
+    CheckConstraint(one_of("state", NOTICE_STATES), name="state"),
     Index(None, "state", "next_attempt_at"),  # the sender's due notices
     Index(None, "channel_id", "sent_at"),  # the hourly bound
 )

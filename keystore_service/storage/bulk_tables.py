@@ -25,11 +25,7 @@ from sqlalchemy import (
 )
 
 from keystore_service.domain.bulk import ACTIONS, ITEM_OUTCOMES, JOB_STATES
-from keystore_service.storage.tables import Id, exact_text, metadata
-
-
-def _one_of(column: str, values: tuple[str, ...]) -> str:
-    return f"{column} IN (" + ", ".join(f"'{v}'" for v in values) + ")"
+from keystore_service.storage.tables import Id, exact_text, metadata, one_of
 
 
 bulk_jobs = Table(
@@ -56,8 +52,8 @@ bulk_jobs = Table(
     Column("lease_until", BigInteger, nullable=True),
     Column("last_error", Text, nullable=True),  # why a job failed
     UniqueConstraint("tenant_id", "idempotency_key"),  # NULLs never collide
-    CheckConstraint(_one_of("action", ACTIONS), name="action"),
-    CheckConstraint(_one_of("state", JOB_STATES), name="state"),
+    CheckConstraint(one_of("action", ACTIONS), name="action"),
+    CheckConstraint(one_of("state", JOB_STATES), name="state"),
     CheckConstraint("done + skipped <= matched", name="progress"),
     Index(None, "state", "lease_until"),  # the watcher's running jobs
     Index(None, "tenant_id", "started_at"),
@@ -72,6 +68,6 @@ bulk_job_items = Table(
     Column("event_pk", Id, nullable=False),
     Column("outcome", String(8), nullable=True),  # null until acted on
     PrimaryKeyConstraint("job_id", "seq"),
-    CheckConstraint("outcome IS NULL OR " + _one_of("outcome", ITEM_OUTCOMES),
+    CheckConstraint("outcome IS NULL OR " + one_of("outcome", ITEM_OUTCOMES),
                     name="outcome"),
 )

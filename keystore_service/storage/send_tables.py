@@ -23,11 +23,7 @@ from keystore_service.domain.sends import (
     ON_ABSENT,
     SEND_STATES,
 )
-from keystore_service.storage.tables import Id, exact_text, metadata
-
-
-def _one_of(column: str, values: tuple[str, ...]) -> str:
-    return f"{column} IN (" + ", ".join(f"'{v}'" for v in values) + ")"
+from keystore_service.storage.tables import Id, exact_text, metadata, one_of
 
 
 # A named downstream API of a tenant. `sealed` holds its headers (JSON, sealed as sources'
@@ -85,7 +81,7 @@ sends = Table(
     Column("settled_at", BigInteger, nullable=True),
     Column("last_error", Text, nullable=True),
     UniqueConstraint("record_id", "incarnation"),
-    CheckConstraint(_one_of("state", SEND_STATES), name="state"),
+    CheckConstraint(one_of("state", SEND_STATES), name="state"),
     CheckConstraint("unknown IN (0, 1)", name="unknown"),
     Index(None, "state", "next_attempt_at"),  # the sender's due sends
     Index(None, "connection_id", "state"),  # a connection's in flight and queue
@@ -104,7 +100,7 @@ send_attempts = Table(
     Column("error", Text, nullable=True),
     Column("class", String(12), nullable=False),
     Column("answer", Text, nullable=True),
-    CheckConstraint(_one_of("class", CLASSES), name="class"),
+    CheckConstraint(one_of("class", CLASSES), name="class"),
     Index(None, "send_id", "at"),
 )
 
@@ -123,7 +119,7 @@ record_checks = Table(
     Column("verdict", String(8), nullable=False),
     Column("resource_id", Text, nullable=True),
     Column("answer", Text, nullable=True),
-    CheckConstraint(_one_of("verdict", CHECK_VERDICTS), name="verdict"),
+    CheckConstraint(one_of("verdict", CHECK_VERDICTS), name="verdict"),
     Index(None, "record_id", "at"),
 )
 
@@ -139,5 +135,5 @@ scope_settlements = Table(
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
     PrimaryKeyConstraint("tenant_id", "scope"),
-    CheckConstraint(_one_of("on_absent", ON_ABSENT), name="on_absent"),
+    CheckConstraint(one_of("on_absent", ON_ABSENT), name="on_absent"),
 )

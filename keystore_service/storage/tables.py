@@ -38,6 +38,11 @@ metadata = MetaData(naming_convention={
 Id = BigInteger().with_variant(Integer(), "sqlite")
 
 
+def one_of(column: str, values: tuple[str, ...]) -> str:
+    """A CHECK's text: `column` holds one of `values` (the domain's enum values)."""
+    return f"{column} IN (" + ", ".join(f"'{v}'" for v in values) + ")"
+
+
 def exact_text(length: int | None = None):
     """A text column that compares bytes exactly on every backend."""
     base = String(length) if length else Text()
