@@ -157,8 +157,12 @@ def test_ten_concurrent_sends_of_one_key_make_one_request(stack, backend):
                                                        sorted(answers)))
     assert len(answers) == 10
     assert got["invoices"] == 1 and got["posts"] == 1 and got["state"] == "succeeded"
-    assert answers.count("201 sent") == 1, answers
-    assert set(answers) <= {"201 sent", "200 replay", "409 in_progress"}, answers
+    # The one that took the key waits for the API's answer if it found a seat (201 sent); ten
+    # callers of one token share four seats (docs/api.md, "Limits"), so the taker may be one
+    # without: it is answered at once (202 accepted) and the send goes on without it.
+    takers = [a for a in answers if a in ("201 sent", "202 accepted")]
+    assert len(takers) == 1, answers
+    assert set(answers) <= {"201 sent", "202 accepted", "200 replay", "409 in_progress"}, answers
 
 
 @pytest.mark.parametrize("dedupe", [True, False], ids=["header", "check"])
