@@ -103,7 +103,8 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
                   SignIns(database, MAX_SESSION_SECONDS + 3600))
     ks.jobs.sweep_steps.append(ks.gateway.forwarding.events.drop_old_bodies)
     ks.send_trails = SendTrails(database)
-    ks.gateway.bulk = Bulk(BulkStore(database), ks.gateway.deliveries, ks.operations, clock)
+    ks.gateway.bulk = Bulk(BulkStore(database), ks.gateway.deliveries, ks.operations, clock,
+                          per_second=settings.bulk_events_per_second)
     build_alerts(ks.gateway, settings, database, reports, clock)
     ks.gateway.settlement_pass = SettlementPass(  # one process at a time: the job lock
         ks.gateway.checker, ks.gateway.settlement, ks.gateway.settlement.checks,

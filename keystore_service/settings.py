@@ -90,6 +90,9 @@ class Settings(BaseSettings):
     # runs one; `keystore relay` more), and whether serve runs its relays at all.
     relay_concurrency: int = Field(16, ge=1, le=256)
     relay_in_serve: bool = True
+    # Bulk jobs (POST /v1/bulk): at most this many events a second per job, so a job over a
+    # large backlog leaves the database to live traffic (0: as fast as the database answers).
+    bulk_events_per_second: float = Field(0, ge=0, le=100_000)
     # Where outbound requests (forwards) may connect (gateway/destinations.py): `any` (loopback
     # and private addresses too: workflows run next door), `private` (loopback refused),
     # `public` (only globally routable addresses: tenants who do not trust each other). In

@@ -52,9 +52,13 @@ def request_hash(action: str, f: dict, force: bool) -> str:
 
 class Bulk:
     def __init__(self, store: BulkStore, deliveries: Deliveries, operations: Operations,
-                 clock: Callable[[], Micros], holder: Optional[str] = None):
+                 clock: Callable[[], Micros], holder: Optional[str] = None,
+                 per_second: float = 0):
+        """`per_second`: at most that many events a second per job (0: as fast as the
+        database answers), so a large job leaves the database to live traffic."""
         self.store, self.deliveries, self.operations = store, deliveries, operations
         self.clock = clock
+        self.pause = 1 / per_second if per_second > 0 else 0.0
         self.holder = holder or f"{socket.gethostname()}:{os.getpid()}:bulk"[:64]
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -140,6 +144,8 @@ class Bulk:
                     acted += 1
                     if state != JobState.RUNNING.value:
                         return state or self._state(job)
+                    if self.pause and self._stop.wait(self.pause):
+                        return JobState.RUNNING.value  # stopping: the watcher goes on later
         except errors.Unavailable:  # the database went away: the lease runs out, and the
             log.warning("bulk job %d paused: the database is unavailable", job_id)
             return JobState.RUNNING.value  # watcher of some process goes on with it later

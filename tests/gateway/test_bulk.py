@@ -6,6 +6,7 @@ events, and a job whose runner stopped is finished by another runner."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -113,6 +114,19 @@ def test_cancel_stops_the_job_between_events(gw, gw_app, forwarding, refusing, o
     assert wait_for(gw, body["job"]["id"])["state"] == "done"
     status, err, _ = gw.post(f"/v1/jobs/{body['job']['id']}/cancel")
     assert status == 409 and err["error"]["code"] == "already_completed"
+
+
+def test_a_paced_job_acts_on_at_most_its_events_a_second(gw, gw_app, forwarding, refusing,
+                                                        op):
+    failed_source(gw, forwarding, refusing.url, 5)
+    ks = gw_app.extensions["keystore"]
+    ks.gateway.bulk.pause = 1 / 20  # KEYSTORE_BULK_EVENTS_PER_SECOND=20
+    job, _ = ks.gateway.bulk.start(operator(ks, op), "redeliver", Filter(), {}, False, None,
+                                   background=False)
+    started = time.monotonic()
+    assert ks.gateway.bulk.run(job) == "done"
+    assert time.monotonic() - started >= 5 / 20 * 0.9  # five events at 20 a second
+    assert Settings(bulk_events_per_second=20).bulk_events_per_second == 20
 
 
 def test_a_job_whose_runner_stopped_is_finished_by_another(gw, gw_app, forwarding, refusing,

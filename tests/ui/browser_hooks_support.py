@@ -24,14 +24,14 @@ WAIT_S = 20  # for the relay to forward, on a busy 2-core machine (it takes mill
                 params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def served(request, tmp_path_factory):
     """A real `keystore serve` (2 workers, each with its relay) with the gateway's key, and
-    acme's client and operator ("ana") tokens."""
+    acme's client and operator ("ana") tokens. A test module's SERVE_ENV adds settings."""
     if request.param == "sqlite":
         url = f"sqlite:///{tmp_path_factory.mktemp('hooks')}/keystore.db"
         migrate.upgrade(url)
     else:
         url = request.getfixturevalue("pg_database")("_hooks")
     operator = new_token(url, "acme", "operator", "ana")
-    server = Server(url, workers=2, threads=4, env={"KEYSTORE_SECRET_KEY": KEY},
+    server = Server(url, workers=2, threads=4, env={"KEYSTORE_SECRET_KEY": KEY, **getattr(request.module, "SERVE_ENV", {})},
                     log_path=tmp_path_factory.mktemp("log") / "server.log")
     server.start()
     try:

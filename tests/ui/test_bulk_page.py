@@ -94,6 +94,22 @@ def test_a_running_job_refreshes_and_can_be_cancelled(app, ana, operator, failed
     assert operator.get(f"/v1/jobs/{job.id}")[1]["job"]["done"] == 1
 
 
+def test_a_cancel_after_the_job_ended_says_nothing_was_cancelled(app, ana, operator, failed,
+                                                                  op_principal):
+    ks = app.extensions["keystore"]
+    from keystore_service.domain.bulk import Filter
+    job, _ = ks.gateway.bulk.start(op_principal, "redeliver", Filter(), {}, False, None,
+                                   background=False)
+    ana.get(f"/ui/hooks/jobs/{job.id}")  # the page is open, with its Cancel button
+    assert "Cancel the job" in ana.html
+    ks.gateway.bulk.run(job)  # and the job ends before the click arrives
+    late = ana.post(f"/ui/hooks/jobs/{job.id}/cancel")
+    assert late.status_code == 303
+    ana.get(late.headers["Location"])
+    assert "State done : 3 of 3" in text(ana.html)
+    assert "nothing was cancelled" in text(ana.html) and "Cancel asked" not in text(ana.html)
+
+
 @pytest.fixture
 def op_principal(app, tokens):
     return app.extensions["keystore"].auth.authenticate("Bearer " + tokens["ana"])

@@ -112,7 +112,7 @@ def hook_job(job_id: str):
     return render_template("ui/bulk_job.html", job=job, running=running,
                            refresh=REFRESH_SECONDS if running else None,
                            filter_text=_shown(job.filter), actions=ACTION_WORDS,
-                           cancelled=request.args.get("cancelled") == "1")
+                           cancelled=request.args.get("cancelled"))
 
 
 def _shown(stored: str) -> str:
@@ -125,8 +125,8 @@ def hook_job_cancel(job_id: str):
     number = _job_id(job_id)
     try:
         _bulk().cancel(g.principal.tenant_id, number)
-    except errors.AlreadyCompleted:
-        pass  # finished meanwhile: the job page says how
+    except errors.AlreadyCompleted:  # finished before the click: the page says so
+        return redirect(url_for("ui.hook_job", job_id=number, cancelled="0"), 303)
     log.info("operator %r cancelled bulk job %d", g.ui.token_name, number)
     return redirect(url_for("ui.hook_job", job_id=number, cancelled="1"), 303)
 
