@@ -2,7 +2,6 @@
 glob as a rule of its own (pure: storage/bulk.py turns it into SQL)."""
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 
 
@@ -46,10 +45,22 @@ def glob_parts(pattern: str) -> list[str]:
 
 
 def glob_matches(pattern: str, value: str) -> bool:
-    """The glob's meaning, for tests and for a check beside the SQL (same parts)."""
-    regex = "".join(".*" if p == "*" else "." if p == "?" else re.escape(p)
-                    for p in glob_parts(pattern))
-    return re.fullmatch(regex, value, re.DOTALL) is not None
+    """The glob's meaning (the same as glob_parts' SQL), in len(pattern) * len(value) steps:
+    a regex of several "*" backtracks without bound (`*a*a*a*a*a*b` took 5 s against a
+    128-character type), and a destination's filter runs this for every event."""
+    p = v = 0
+    star, resume = -1, 0
+    while v < len(value):
+        if p < len(pattern) and pattern[p] == "*":
+            star, resume, p = p, v, p + 1
+        elif p < len(pattern) and pattern[p] in ("?", value[v]):
+            p, v = p + 1, v + 1
+        elif star >= 0:  # the last "*" takes one more character, and the rest is tried again
+            resume += 1
+            p, v = star + 1, resume
+        else:
+            return False
+    return set(pattern[p:]) <= {"*"}
 
 
 class Filter:

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any, Literal, Optional, Union
 
+from keystore_service.domain.bulk import glob_matches
 from keystore_service.domain.pointers import resolve
 
 Version = Union[int, float, str]
@@ -105,30 +106,10 @@ def _find(doc: Any, pointer: str) -> tuple[bool, Any]:
     return (False, None) if doc is NOT_JSON else resolve(doc, pointer)
 
 
-def glob(pattern: str, value: str) -> bool:
-    """bulk.glob_matches's meaning ("*" any run, also empty; "?" one character; every other
-    character itself), in len(pattern) * len(value) steps: the regex glob_matches builds
-    backtracks without bound over several "*" (`*a*a*a*a*a*b` took 5 s on a 128-character
-    type), and this runs for every event in the relay."""
-    p = v = 0
-    star, resume = -1, 0
-    while v < len(value):
-        if p < len(pattern) and pattern[p] == "*":
-            star, resume, p = p, v, p + 1
-        elif p < len(pattern) and pattern[p] in ("?", value[v]):
-            p, v = p + 1, v + 1
-        elif star >= 0:  # let the last "*" take one more character, and try again after it
-            resume += 1
-            p, v = star + 1, resume
-        else:
-            return False
-    return set(pattern[p:]) <= {"*"}
-
-
 def matches(f: Filter, event_type: Optional[str], body: bytes) -> bool:
     """Whether the event passes every part the filter gives (an empty filter passes all)."""
     if f.event_types is not None and (
-            event_type is None or not any(glob(g, event_type) for g in f.event_types)):
+            event_type is None or not any(glob_matches(g, event_type) for g in f.event_types)):
         return False
     doc = read_json(body) if f.match else NOT_JSON
     return all(_holds(m, doc) for m in f.match)
