@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from keystore_service.domain.bulk import MAX_GLOB_CHARS
+from keystore_service.domain.names import NAME_PATTERN
 from keystore_service.domain.pointers import valid
 from keystore_service.domain.routing import Filter, Match, Ordering, OrderingMode, Rate
 
@@ -21,9 +22,7 @@ MAX_POINTER_CHARS = 256  # a path into a body, not a document
 MAX_IN_VALUES = 100  # values of an `in`: ids a person keeps up to date, not a table
 MAX_VALUE_BYTES = 1024  # an `equals` or `in` value's compact JSON: an id or a small object
 MAX_RATE = 1_000_000  # a rate's count: far beyond what one destination can take
-# A destination's name is a source's (web/api/gateway_schemas.SourceName) and a connection's
-# (gateway/connections.NAME_PATTERN): it goes into URLs, metrics labels and the listings.
-DESTINATION_NAME_PATTERN = r"^[a-z0-9_-]{1,64}$"
+DESTINATION_NAME_PATTERN = NAME_PATTERN  # a name as a source's and a connection's (domain/names)
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # as gateway_schemas.TypeGlob refuses
 _OPS = ("equals", "in", "exists")
 _MODES = tuple(m.value for m in OrderingMode)

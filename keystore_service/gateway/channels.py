@@ -13,13 +13,13 @@ from typing import Any, Optional
 
 from keystore_service import errors
 from keystore_service.domain import issues as words
+from keystore_service.domain.names import NAME
 from keystore_service.domain.records import Micros
 from keystore_service.gateway import destinations, providers
 from keystore_service.gateway.outbound import Outbound
 from keystore_service.service.sealing import Sealer
 from keystore_service.storage.alerts import AlertStore, Channel
 
-NAME = re.compile(r"[a-z0-9_-]{1,64}")  # web/api/issue_schemas.ChannelName
 
 
 @dataclass(frozen=True, slots=True)

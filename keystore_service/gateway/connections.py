@@ -14,6 +14,7 @@ from typing import Any, Optional
 
 from keystore_service import errors
 from keystore_service.domain import pointers
+from keystore_service.domain.names import NAME
 from keystore_service.domain.records import HOOK_SCOPE_PREFIX, Micros
 from keystore_service.domain.sends import OnAbsent
 from keystore_service.gateway import destinations
@@ -23,7 +24,6 @@ from keystore_service.storage.connections import Connection, ConnectionStore
 from keystore_service.storage.settlements import ScopeSettlement, ScopeSettlementStore
 
 # The patterns are /openapi.json's too (web/api/connection_schemas.py): one rule, two readers.
-NAME_PATTERN = r"^[a-z0-9_-]{1,64}$"
 HEADER_NAME_PATTERN = r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$"  # an RFC 9110 token
 HEADER_VALUE_PATTERN = r"^[\u0020-\u007e\u00a0-\u00ff]*$"  # no CR, LF or other control
 # A request's path: printable ASCII but space, # and \ (the path rules of path_problem)...
@@ -34,7 +34,6 @@ CHECK_PATH_PATTERN = r'^/(?:[!"$-\[\]-z|~]|\{(?:key|scope|reference)\})*$'
 # encoded), in the part before the query
 PATH_REFUSED = r"^[^?]*(?://|%2[fF]|%5[cC]|/(?:\.|%2[eE]){1,2}(?:/|\?|$))"
 POINTER_PATTERN = r"^(?:/(?:[^~/\u0000-\u001f\u007f-\u009f]|~[01])*)*$"  # RFC 6901
-NAME = re.compile(NAME_PATTERN)
 SCOPE = re.compile(r"[A-Za-z0-9_.:\-]{1,128}")  # web/api/field_types.Scope
 HEADER_NAME = re.compile(HEADER_NAME_PATTERN)
 HEADER_VALUE = re.compile(HEADER_VALUE_PATTERN)

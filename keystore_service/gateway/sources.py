@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from keystore_service import errors
+from keystore_service.domain.names import NAME
 from keystore_service.domain.records import SECOND, Micros
 from keystore_service.gateway import destinations, providers
 from keystore_service.gateway.destinations import Policy
@@ -22,7 +23,6 @@ from keystore_service.storage.pauses import PauseChanged
 from keystore_service.storage.sources import Queue, Source, SourceStore
 
 DAY = 86_400
-NAME = re.compile(r"[a-z0-9_-]{1,64}")  # a source's name (web/api/gateway_schemas.SourceName)
 # An operator's pause ends within a year: a longer one is a typo (a year 2062) or a source to
 # disable; a pause without an end is the way to say "until I resume it".
 PAUSE_AHEAD_DAYS = 366

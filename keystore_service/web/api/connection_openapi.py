@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from keystore_service.domain.names import NAME_PATTERN
 from keystore_service.domain.records import HOOK_SCOPE_PREFIX
 from keystore_service.gateway import connections as rules
 from keystore_service.web.api import connection_schemas as cs
@@ -16,7 +17,7 @@ SCOPE_PATTERN = f"^(?!{HOOK_SCOPE_PREFIX})[A-Za-z0-9_.:\\-]{{1,128}}$"
 def paths(json_: Callable, errors_: Callable, body_of: Callable) -> dict:
     op = errors_("400", "401", "403", "429", "503")
     name = [{"name": "name", "in": "path", "required": True,
-             "schema": {"type": "string", "pattern": rules.NAME_PATTERN}}]
+             "schema": {"type": "string", "pattern": NAME_PATTERN}}]
     scope = [{"name": "scope", "in": "path", "required": True,
               "schema": {"type": "string", "pattern": SCOPE_PATTERN}}]
     missing = {"404": json_(schemas.ErrorResponse, "no such connection")}

@@ -17,6 +17,7 @@ from pydantic import (
     model_validator,
 )
 
+from keystore_service.domain.names import NAME_PATTERN
 from keystore_service.domain.sends import OnAbsent
 from keystore_service.gateway import connections as rules
 from keystore_service.web.api.schemas import Int, _Body, _Out
@@ -34,7 +35,7 @@ def _by(problem: Any) -> AfterValidator:
     return AfterValidator(check)
 
 
-ConnectionName = Annotated[str, StringConstraints(pattern=rules.NAME_PATTERN), Field(
+ConnectionName = Annotated[str, StringConstraints(pattern=NAME_PATTERN), Field(
     description="1-64 of a-z 0-9 _ -, unique per tenant: a name the tenant has already is "
                 "refused with 400")]
 # The request's framing is the gateway's, in any case (a pattern cannot ignore case).

@@ -8,6 +8,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstra
 
 from keystore_service.domain import versions
 from keystore_service.domain.deliveries import DELIVERY_STATES
+from keystore_service.domain.names import NAME_PATTERN
 from keystore_service.gateway import providers
 from keystore_service.gateway.providers import standard
 from keystore_service.settings import MAX_TTL_SECONDS
@@ -16,7 +17,7 @@ from keystore_service.web.api.schemas import Int, Key, Text, _Body, _Out
 
 DAY = 86_400
 MAX_REASON = 256  # a pause's reason, in code points: a sentence, not a document
-SourceName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,64}$"), Field(
+SourceName = Annotated[str, StringConstraints(pattern=NAME_PATTERN), Field(
     description="1-64 of a-z 0-9 _ -, unique per tenant (a disabled source keeps its name): "
                 "a name the tenant has already is refused with 400")]
 # Header names are RFC 9110 tokens; values printable, no CR/LF (they go into a request).

@@ -7,11 +7,12 @@ from typing import Annotated, Literal, Optional, Union
 from pydantic import BaseModel, ConfigDict, Field, RootModel, StringConstraints
 
 from keystore_service.domain import issues as words
+from keystore_service.domain.names import NAME_PATTERN
 from keystore_service.web.api.schemas import Int, Text, _Body, _Out
 
 IssueKind = Literal[words.KINDS]
 IssueState = Literal[words.ISSUE_STATES]
-ChannelName = Annotated[str, StringConstraints(pattern=r"^[a-z0-9_-]{1,64}$"), Field(
+ChannelName = Annotated[str, StringConstraints(pattern=NAME_PATTERN), Field(
     description="1-64 of a-z 0-9 _ -, unique per tenant")]
 # One plain address (local@domain), ASCII, no spaces, quotes, angle brackets, commas or
 # CR/LF: it goes into a To header, and one header is one recipient.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from keystore_service.domain.names import NAME_PATTERN
 from keystore_service.web.api import issue_schemas as ish
 from keystore_service.web.api import schemas
 
@@ -13,7 +14,7 @@ def paths(json_: Callable, errors_: Callable, body_of: Callable, query: Callable
     op = errors_("400", "401", "403", "429", "503")
     missing = {"404": json_(schemas.ErrorResponse, "no such channel")}
     name = [{"name": "name", "in": "path", "required": True,
-             "schema": {"type": "string", "pattern": "^[a-z0-9_-]{1,64}$"}}]
+             "schema": {"type": "string", "pattern": NAME_PATTERN}}]
     one = {"200": json_(ish.ChannelResponse, "the channel (never its URL's path or secret)"),
            **op, **missing}
 
