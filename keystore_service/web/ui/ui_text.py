@@ -1,12 +1,14 @@
-"""How the operators' page writes times, ages, fingerprints, versions and stored JSON for a
-person."""
+"""How the operators' page writes times, ages, fingerprints, versions, stored JSON and a
+destination's filter for a person."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, Optional
 
 from keystore_service.domain import versions
+from keystore_service.domain.route_specs import RouteError, parse_filter
 from keystore_service.domain.deliveries import DeliveryState as Delivery  # noqa: F401 (templates)
 from keystore_service.domain.records import SECOND, Micros
 from keystore_service.domain.sends import SendState as Send  # noqa: F401 (templates)
@@ -105,3 +107,65 @@ def field_value(name: str, value: Any, snapshot: Optional[dict] = None) -> str:
 def visible(text: str) -> str:
     """Text from outside (a destination's answer) with invisible characters made visible."""
     return ui_bodies.visible(text)
+
+
+FILTER_VALUE_CHARS = 120  # of one `equals` or `in` value on the page: an id reads whole; the
+#                           API's answer (GET /v1/sources/<name>) has every value as it is
+FILTER_IN_SHOWN = 5  # values of one `in` on the page (up to 100 are allowed), then how many more
+
+
+@dataclass(frozen=True, slots=True)
+class Condition:
+    """A filter's `match` condition as the page writes it: its pointer, its op ("equals",
+    "in", "exists"), its values' JSON texts (none for exists), how many `in` values are not
+    shown, and for exists whether the pointer must name something."""
+
+    pointer: str
+    op: str
+    values: tuple[str, ...]
+    more: int = 0
+    exists: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class FilterShown:
+    """A destination's filter for a person: its type globs (None: every type) and its
+    conditions; `unreadable` when the stored form does not parse (never an error page)."""
+
+    event_types: Optional[tuple[str, ...]]
+    match: tuple[Condition, ...]
+    unreadable: bool = False
+
+
+def destination_filter(source: Any) -> Optional[FilterShown]:
+    """The filter of the source's destination (its options' `forward.filter`, stored in the
+    normal form) with invisible characters made visible and long values cut; None when the
+    destination has none. Jinja escapes what this returns."""
+    try:
+        given = source.options.get("forward", {}).get("filter")
+        if given is None:
+            return None
+        f = parse_filter(given)
+    except (RouteError, ValueError, AttributeError):
+        return FilterShown(None, (), unreadable=True)
+    types = None if f.event_types is None else tuple(_line(g) for g in f.event_types)
+    return FilterShown(types, tuple(_condition(m) for m in f.match))
+
+
+def _condition(m: Any) -> Condition:
+    if m.op == "exists":
+        return Condition(_line(m.pointer), m.op, (), exists=bool(m.value))
+    values = (m.value,) if m.op == "equals" else tuple(m.value)
+    shown = tuple(_value_text(v) for v in values[:FILTER_IN_SHOWN])
+    return Condition(_line(m.pointer), m.op, shown, len(values) - len(shown))
+
+
+def _value_text(value: Any) -> str:
+    text = _line(json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(", ", ": ")))
+    return text if len(text) <= FILTER_VALUE_CHARS else text[:FILTER_VALUE_CHARS] + "…"
+
+
+def _line(text: str) -> str:
+    """One line of text from an operator with its invisible characters and line breaks
+    made visible (a pointer may hold a LF or a U+202E)."""
+    return visible(text).replace("\n", "\\u000a")
