@@ -14,6 +14,7 @@ from typing import Any, Optional
 import click
 
 from keystore_service.cli.params import Whole
+from keystore_service.domain import canonical
 
 
 def grouped(into: str, cls: type, *options: Callable) -> Callable:
@@ -57,14 +58,28 @@ class Forward:
     timeout: int
     retry_statuses: tuple[int, ...]
     delivered_header: Optional[str]
+    filter: Optional[str] = None  # JSON text, read by body()
 
     def body(self) -> dict[str, Any]:
         """The body's "destination" without its secret; raises click.BadParameter for a
-        header without ':'."""
-        return {"url": self.destination, "timeout_seconds": self.timeout,
-                "headers": dict(_header(h) for h in self.headers),
-                "retry_statuses": list(self.retry_statuses),
-                "delivered_header": self.delivered_header}
+        header without ':' or a --filter that is not JSON (the API's rules check the rest)."""
+        out = {"url": self.destination, "timeout_seconds": self.timeout,
+               "headers": dict(_header(h) for h in self.headers),
+               "retry_statuses": list(self.retry_statuses),
+               "delivered_header": self.delivered_header}
+        if self.filter is not None:
+            out["filter"] = _json_option(self.filter, "--filter")
+        return out
+
+
+def _json_option(text: str, hint: str) -> Any:
+    """An option's JSON text as its value, read as strictly as the API reads a body (no
+    NaN, no name twice, no lone surrogate); click.BadParameter with the reason and place,
+    never the text."""
+    try:
+        return canonical.parse_json_value(text.encode("utf-8", "surrogateescape"))
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint=hint) from None
 
 
 FORWARD = (
@@ -77,6 +92,9 @@ FORWARD = (
                  multiple=True, help="A 4xx answer to retry too (n8n while it starts: 404)."),
     click.option("--delivered-header", default=None,
                  help="A 2xx counts as delivered only with this header in the answer."),
+    click.option("--filter", default=None, metavar="JSON",
+                 help='Which events it takes, e.g. \'{"event_types": ["invoice.*"]}\' '
+                      '(docs/webhooks/README.md); without it: every event.'),
 )
 
 

@@ -1,5 +1,5 @@
 """The gateway's sources and deliveries: `keystore source
-create|list|show|disable|pause|resume`, `keystore deliveries`, `keystore redeliver` and
+create|update|list|show|disable|pause|resume`, `keystore deliveries`, `keystore redeliver` and
 `keystore delivery retry` (docs/webhooks/README.md). Like the other admin
 commands they name their database on stderr and refuse one without the schema."""
 from __future__ import annotations
@@ -21,6 +21,7 @@ from keystore_service.cli.source_options import (
     Limits,
     grouped,
     source_body,
+    stdin_if_dash,
 )
 from keystore_service.domain import versions
 from keystore_service.domain.deliveries import DELIVERY_STATES
@@ -60,6 +61,25 @@ def source_create(tenant_name: str, name: str, provider: str, secrets_: tuple[st
                             "at, or give --public-url)")
     say(f"keystore: created source {name!r} ({provider}) for tenant {tenant_name!r}; "
         f"its ingest URL is on stdout{hint}")
+
+
+@source.command("update", help="Replace the source's destination (as PATCH does: its headers, "
+                               "secret and filter too, so give them again); prints the source "
+                               "as show does.")
+@TENANT
+@click.argument("name")
+@grouped("forward", Forward, *FORWARD)
+def source_update(tenant_name: str, name: str, forward: Forward) -> None:
+    ks = keystore()
+    tenant_id = tenant(ks, tenant_name)
+    run(lambda: ks.gateway.sources.get(tenant_id, name))  # unknown: said before stdin is read
+    destination = forward.body()
+    if forward.destination_secret:
+        destination["secret"] = stdin_if_dash(forward.destination_secret)
+    body = validated(gateway_schemas.SourceChange, {"destination": destination})
+    shown = run(lambda: ks.gateway.sources.change(tenant_id, name, body))
+    click.echo(json.dumps(_shown_json(shown), indent=2))
+    say(f"keystore: updated source {name!r}")
 
 
 @source.command("list", help="The tenant's sources, one per line, with their queues.")
@@ -168,7 +188,8 @@ def _shown_json(s: Any) -> dict[str, Any]:
             "destination": {"url": src.destination_url, "header_names": s.header_names,
                             "has_secret": s.has_destination_secret,
                             "retry_statuses": forward.get("retry_statuses", []),
-                            "delivered_header": forward.get("delivered_header")},
+                            "delivered_header": forward.get("delivered_header"),
+                            "filter": forward.get("filter")},
             "secrets": s.secret_count, "ttl_seconds": src.ttl_seconds,
             "retry_window_seconds": src.retry_window_seconds,
             "max_in_flight": src.max_in_flight, "max_pause_seconds": src.max_pause_seconds,

@@ -45,6 +45,20 @@ def parse_filter(obj: Any, at: str = "filter") -> Filter:
     return Filter(types, tuple(_match(c, f"{at}.match[{i}]") for i, c in enumerate(conditions)))
 
 
+def filter_json(f: Filter) -> dict:
+    """The normal form of a filter, as stored and shown: only the parts it has (no
+    `event_types` when it takes every type, no `match` without conditions), each condition
+    `{"pointer", <op>: value}` with an `in`'s values as a list. parse_filter(filter_json(f))
+    is f."""
+    out: dict = {}
+    if f.event_types is not None:
+        out["event_types"] = list(f.event_types)
+    if f.match:
+        out["match"] = [{"pointer": m.pointer, m.op: list(m.value) if m.op == "in" else m.value}
+                        for m in f.match]
+    return out
+
+
 def parse_rate(obj: Any, at: str = "rate") -> Rate:
     """`{"per_second": n}` or `{"per_minute": n}`, 1 <= n <= MAX_RATE; RouteError if not."""
     _fields(obj, at, ("per_second", "per_minute"))

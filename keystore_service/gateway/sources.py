@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from keystore_service import errors
+from keystore_service.domain import route_specs
 from keystore_service.domain.names import NAME
 from keystore_service.domain.records import SECOND, Micros
 from keystore_service.gateway import destinations, providers
@@ -147,13 +148,14 @@ class Sources:
         if body.secrets is not None:
             sealed["secrets"] = list(body.secrets)
         _check_secrets(provider, sealed["secrets"], config)
-        changes: dict[str, Any] = {"config": json.dumps(config)}
+        changes: dict[str, Any] = {}
         if body.destination is not None:
             dest = body.destination
+            config["forward"] = _forward(dest)
             self._check_destination(dest.url, dest.secret)
             sealed.update(headers=dest.headers, destination_secret=dest.secret)
-            config["forward"] = _forward(dest)
             changes.update(destination_url=dest.url, timeout_seconds=dest.timeout_seconds)
+        changes["config"] = json.dumps(config)  # with the new destination's forward options
         for name_ in ("ttl_seconds", "retry_window_seconds", "max_in_flight",
                       "keep_body_seconds", "max_pause_seconds", "alert_after_seconds",
                       "backlog_alert_seconds"):
@@ -317,9 +319,19 @@ def _check_secrets(provider: providers.Provider, signing: list[str], config: dic
 
 
 def _forward(dest: Any) -> dict:
-    """The destination's forwarding choices kept with the source's options."""
-    return {"retry_statuses": sorted(set(dest.retry_statuses)),
-            "delivered_header": dest.delivered_header}
+    """The destination's forwarding choices kept with the source's options: its filter
+    (absent when it has none) in route_specs' normal form. InvalidRequest naming the field
+    for a filter route_specs refuses."""
+    forward = {"retry_statuses": sorted(set(dest.retry_statuses)),
+               "delivered_header": dest.delivered_header}
+    if dest.filter is not None:
+        try:
+            parsed = route_specs.parse_filter(dest.filter, at="destination.filter")
+        except route_specs.RouteError as exc:
+            raise errors.InvalidRequest(str(exc), details={"field": "destination.filter"}) \
+                from None
+        forward["filter"] = route_specs.filter_json(parsed)
+    return forward
 
 
 def _check_ttl(ttl: int, retry_window: int) -> None:

@@ -106,6 +106,7 @@ def ingest_url(ingest_id: str) -> str:
 def source_json(shown: Shown) -> dict:
     s, q = shown.source, shown.queue
     options = s.options
+    forward = options.get("forward", {})
     return {
         "name": s.name, "provider": s.provider, "state": s.state,
         "health": shown.health,  # "broken": no configured key opens its secrets
@@ -113,8 +114,9 @@ def source_json(shown: Shown) -> dict:
         "destination": {"url": s.destination_url, "header_names": shown.header_names,
                         "has_secret": shown.has_destination_secret,
                         "timeout_seconds": s.timeout_seconds,
-                        "retry_statuses": options.get("forward", {}).get("retry_statuses", []),
-                        "delivered_header": options.get("forward", {}).get("delivered_header")},
+                        "retry_statuses": forward.get("retry_statuses", []),
+                        "delivered_header": forward.get("delivered_header"),
+                        "filter": forward.get("filter")},  # its normal form, or null
         "signature": options.get("signature"), "event_id": options.get("event_id"),
         "event_type": options.get("event_type"),
         "secrets": shown.secret_count, "ttl_seconds": s.ttl_seconds,
