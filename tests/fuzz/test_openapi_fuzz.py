@@ -104,11 +104,12 @@ SEMANTIC = {
     "/v1/reviews": ("cursor",), "/v1/deliveries": ("cursor",),
     # a taken name; a destination URL refused by the address rules (gateway/destinations.py:
     # what a name resolves to, and the URL shape they check first, not yet in the schema);
-    # a TTL shorter than retry_window_seconds plus a day (two fields compared)
-    "POST /v1/sources": ("name", "destination.url", "ttl_seconds"),
+    # a TTL shorter than retry_window_seconds plus a day (two fields compared); a filter's
+    # value over 1,024 bytes of compact JSON (a length no schema of any JSON value can say)
+    "POST /v1/sources": ("name", "destination.url", "ttl_seconds", "destination.filter"),
     # the same, and the stored source's provider rules (secrets, generic options)
     "PATCH /v1/sources/{name}": ("destination.url", "ttl_seconds", "secrets", "signature",
-                                 "event_id"),
+                                 "event_id", "destination.filter"),
     # a pause's end in the past or over a year ahead (the time, which no schema knows)
     "POST /v1/sources/{name}/pause": ("until",),
     # a taken name; a URL refused by the address rules; email without KEYSTORE_SMTP_URL
