@@ -13,6 +13,7 @@ class DeliveryState(StrEnum):
     DELIVERING = "delivering"  # leased to one relay worker until lease_until
     DELIVERED = "delivered"  # a destination took it (delivered_at)
     FAILED = "failed"  # given up: waits for a person to redeliver it
+    FILTERED = "filtered"  # the destination's filter does not take it: nothing was sent
 
 
 DELIVERY_STATES = tuple(s.value for s in DeliveryState)  # in order: the filters' choices

@@ -80,7 +80,9 @@ class Deliveries:
                   force: bool = False) -> Delivery:
         """Forward the event again: 409 in_progress while queued or being forwarded, 409
         already_completed for a delivered one without `force`, 409 body_dropped when its body
-        is gone. Closes its delivery_failed review (resolution `redelivered`)."""
+        is gone. A filtered one needs no `force` (nothing was sent, so nothing goes twice):
+        it is queued, and its destination's filter is applied again at its turn. Closes its
+        delivery_failed review (resolution `redelivered`)."""
         now = self.clock()
         source = self.sources.named(tenant_id, source_name)
         if source is None:

@@ -1,7 +1,8 @@
 """Forwarding accepted events, one attempt at a time: take due events under a lease, POST
 each to its destination, and settle the attempt in one transaction (the event's state, its
 attempt, its record, a review when it is given up, the source's pause and last error) only
-while the attempt still holds its lease. The relay (relay.py) runs this in threads."""
+while the attempt still holds its lease. The relay (relay.py) runs this in threads. An event
+its destination's filter does not take when its turn comes is `filtered`: no request made."""
 from __future__ import annotations
 
 import json
@@ -17,6 +18,7 @@ from requests.certs import where as ca_bundle
 from keystore_service.domain import records as domain
 from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.domain.records import SECOND, Micros, State
+from keystore_service.domain.routing import Filter
 from keystore_service.gateway import rules
 from keystore_service.gateway.destinations import Policy
 from keystore_service.gateway.outbound import Outbound
@@ -66,6 +68,7 @@ class Result:
     retry_after: Optional[str]
     duration_ms: int
     marked: bool = True  # the answer carried the destination's delivered_header (if any)
+    filtered: bool = False  # the destination's filter does not take it: nothing was sent
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,8 +78,10 @@ class Route:
 
     secret: Optional[str]  # the destination's signing secret
     headers: dict[str, str]  # the destination's configured headers
-    forward: dict  # the forwarding options: delivered_header, retry_statuses
+    forward: dict  # the forwarding options: delivered_header, retry_statuses, filter
     broken: bool = False  # no configured key opens the source's secrets (issue 25)
+    filter: Optional[Filter] = None  # the destination's, parsed once; None: takes every event
+    unusable: Optional[str] = None  # why the stored filter cannot be read (then: retried)
 
 
 class Forwarding:
@@ -133,11 +138,26 @@ class Forwarding:
     def attempt(self, job: Job) -> Result:
         """forward(), except for an event of a paused source (taken because its retry
         window ended while the destination asked to be left alone): it is not sent, and
-        fails as an event whose window ended does (the record failed, a review)."""
+        fails as an event whose window ended does (the record failed, a review). The
+        destination's filter comes first: an event it does not take is filtered, paused or
+        not (it would never have been sent)."""
+        if (screened := self.screen(job)) is not None:
+            return screened
         until = job.source.paused_until
         if until is not None and until > self.clock():
             return Result(None, PAUSED_PAST_WINDOW, "", None, 0)
-        return self.forward(job)
+        return self._send(job)
+
+    def screen(self, job: Job) -> Optional[Result]:
+        """The destination's filter (read at the event's turn: a PATCH meanwhile applies):
+        a filtered Result when it does not take the event, an error (retried, as a broken
+        key's) when the stored filter cannot be read, None when the event goes on."""
+        route = self.route(job.source)
+        if route.unusable is not None:
+            return Result(None, route.unusable, "", None, 0)
+        if not rules.takes(route.filter, job.event.event_type, job.event.body):
+            return Result(None, None, "", None, 0, filtered=True)
+        return None
 
     def route(self, source: Source) -> Route:
         key = (source.sealed, source.config)
@@ -145,20 +165,26 @@ class Forwarding:
         if found is None:
             if len(self._routes) >= 1_000:  # bounds memory with many sources
                 self._routes.clear()
+            forward = source.options.get("forward", {})
+            given, unusable = rules.read_filter(forward)
             try:
                 sealed = self.sealer.open(source.sealed)
             except ValueError:  # a key since removed: its forwards fail and are retried
-                return Route(None, {}, source.options.get("forward", {}), broken=True)
+                return Route(None, {}, forward, broken=True, filter=given, unusable=unusable)
             found = self._routes[key] = Route(sealed.get("destination_secret"),
-                                              sealed.get("headers") or {},
-                                              source.options.get("forward", {}))
+                                              sealed.get("headers") or {}, forward,
+                                              filter=given, unusable=unusable)
         return found
 
     def forward(self, job: Job) -> Result:
         """One POST of the event to its destination: original body bytes and Content-Type,
         the provider's headers, the destination's, the gateway's; no redirects followed.
         It ends by the destination's timeout_seconds (connect, status line, headers and
-        body together), and always LEASE_END_MARGIN_SECONDS before the attempt's lease."""
+        body together), and always LEASE_END_MARGIN_SECONDS before the attempt's lease.
+        None is made for an event the destination's filter does not take (screen())."""
+        return self.screen(job) or self._send(job)
+
+    def _send(self, job: Job) -> Result:
         source, event = job.source, job.event
         started = time.monotonic()
         if event.body is None:
@@ -214,7 +240,7 @@ class Forwarding:
             pauses: dict[int, Micros] = {}
             health: dict[int, Health] = {}
             for job, result, outcome, _, after in plans:
-                if job.event.id in out:
+                if job.event.id in out and outcome is not Outcome.FILTERED:  # it says nothing
                     sid = job.source.id
                     last_error[sid] = _reason(outcome, result)
                     if rules.pauses_source(result.status, after):
@@ -252,18 +278,19 @@ class Forwarding:
                  next_at: Optional[Micros], _after: Optional[Micros]
                  ) -> Optional[tuple[Any, dict]]:
         """The settle of an attempt that opens no review as one statement (PostgreSQL)."""
-        state = _STATES[outcome]
-        delivered = outcome is Outcome.DELIVERED
+        ends = outcome in (Outcome.DELIVERED, Outcome.FILTERED)
         return self.events.settled(
-            job.event, holder, state, now, next_at, result.duration_ms, result.status,
-            result.error, result.answer,
-            record_state=State.SUCCEEDED.value if delivered else None,
-            result=rules.result_of(result.status, result.answer) if delivered else None)
+            job.event, holder, _STATES[outcome], now, next_at, result.duration_ms,
+            result.status, result.error, result.answer,
+            record_state=State.SUCCEEDED.value if ends else None,
+            result=_ending(outcome, result) if ends else None)
 
     def _plan(self, job: Job, result: Result, now: Micros
               ) -> tuple[Outcome, Optional[Micros], Optional[Micros]]:
         """What an answer means: the outcome, the next attempt's time if any, and how long
         the destination asked to be left alone (Retry-After)."""
+        if result.filtered:
+            return Outcome.FILTERED, None, None
         forward = self.route(job.source).forward
         outcome = rules.classify(result.status, forward.get("retry_statuses", ()),
                                  result.marked) if result.error is None or \
@@ -286,8 +313,9 @@ class Forwarding:
         state = _STATES[outcome]
         if not self.events.settle(cur, event, holder, state, now, next_at):
             return False
-        self.events.record_attempt(cur, event, now, result.duration_ms, result.status,
-                                   result.error, result.answer)
+        if outcome is not Outcome.FILTERED:  # a filtered event made no forward
+            self.events.record_attempt(cur, event, now, result.duration_ms, result.status,
+                                       result.error, result.answer)
         if outcome is not Outcome.RETRY:
             self._settle_record(cur, event, outcome, result, now)
         return True
@@ -297,11 +325,10 @@ class Forwarding:
         seen = self.records.by_id(cur, event.record_id)
         if seen is None or seen.state != State.IN_PROGRESS.value:
             return  # a person settled it meanwhile: theirs stands
-        delivered = outcome is Outcome.DELIVERED
+        delivered = outcome in (Outcome.DELIVERED, Outcome.FILTERED)
         state = State.SUCCEEDED.value if delivered else State.FAILED.value
         changes = {"state": state, "lease_expires_at": None, "result_resource_id": None,
-                   "result": rules.result_of(result.status, result.answer,
-                                             None if delivered else result.error)}
+                   "result": _ending(outcome, result)}
         new = self.records.compare_and_set(seen, changes, cur,
                                            {"ending": state, "ended_at": now})
         if new is not None and not delivered:
@@ -314,7 +341,16 @@ class Forwarding:
 
 
 _STATES = {Outcome.DELIVERED: DeliveryState.DELIVERED.value,  # an attempt's outcome: its state
-           Outcome.RETRY: DeliveryState.QUEUED.value, Outcome.FAILED: DeliveryState.FAILED.value}
+           Outcome.RETRY: DeliveryState.QUEUED.value, Outcome.FAILED: DeliveryState.FAILED.value,
+           Outcome.FILTERED: DeliveryState.FILTERED.value}
+
+
+def _ending(outcome: Outcome, result: Result) -> str:
+    """The record's result once the event is delivered, filtered or given up."""
+    if outcome is Outcome.FILTERED:
+        return rules.filtered_result()
+    return rules.result_of(result.status, result.answer,
+                           None if outcome is Outcome.DELIVERED else result.error)
 
 
 def _reason(outcome: Outcome, result: Result) -> Optional[str]:

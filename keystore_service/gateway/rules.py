@@ -12,7 +12,9 @@ from typing import Optional
 
 from keystore_service.domain import canonical
 from keystore_service.domain import records as domain
+from keystore_service.domain import route_specs
 from keystore_service.domain.records import SECOND, Micros, Record
+from keystore_service.domain.routing import Filter, matches
 
 SCOPE_PREFIX = domain.HOOK_SCOPE_PREFIX  # the gateway's records; reserved (claims: 403)
 is_hook_scope = domain.is_hook_scope
@@ -75,6 +77,7 @@ class Outcome(StrEnum):
     DELIVERED = "delivered"
     RETRY = "retry"
     FAILED = "failed"
+    FILTERED = "filtered"  # the destination's filter does not take it: no request was made
 
 
 RETRYABLE = frozenset({408, 409, 425, 429})
@@ -136,6 +139,34 @@ def pauses_source(status: Optional[int], after: Optional[Micros]) -> bool:
     """A 429 or 503 *with* a readable Retry-After pauses the whole source until then (at
     most its max_pause_seconds: retry_after)."""
     return status in (429, 503) and after is not None
+
+
+# --- a destination's filter (CONTRACT.md, "Routing") -----------------------------------------
+
+def read_filter(forward: dict) -> tuple[Optional[Filter], Optional[str]]:
+    """A destination's stored filter (route_specs' normal form, in its forwarding options)
+    read, or why it cannot be (None, None without one). One stored by a version of looser
+    limits is neither ignored (its events would reach a destination that refused them) nor
+    a refusal of all (they would be filtered unseen): its forwards are retried with this
+    error, the source's last error on the page, until an operator mends it."""
+    given = forward.get("filter")
+    if given is None:
+        return None, None
+    try:
+        return route_specs.parse_filter(given), None
+    except route_specs.RouteError as exc:
+        return None, f"the source's stored filter cannot be used: {exc}"
+
+
+def takes(f: Optional[Filter], event_type: Optional[str], body: Optional[bytes]) -> bool:
+    """Whether a destination of filter `f` takes the event. Without its body (no longer
+    kept) it is judged by its type alone: its `match` cannot be read, so it goes on as
+    before filters (and fails for want of a body)."""
+    if f is None:
+        return True
+    if body is None:
+        return matches(Filter(f.event_types, ()), event_type, b"")
+    return matches(f, event_type, body)
 
 
 # --- a forward's headers --------------------------------------------------------------------
@@ -207,6 +238,12 @@ def result_of(status: Optional[int], answer: str, error: Optional[str] = None) -
     if status is not None:
         result["status_code"] = status
     return canonical.canonical(result).decode("utf-8")
+
+
+def filtered_result() -> str:
+    """The record's result (canonical JSON) of an event its destination's filter does not
+    take: nothing was sent, so there is no status and no answer."""
+    return canonical.canonical({"filtered": True}).decode("utf-8")
 
 
 def window_end(window_start: Micros, retry_window_seconds: int) -> Micros:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-from sqlalchemy import bindparam, delete, func, insert, null, or_, select, update
+from sqlalchemy import Boolean, bindparam, delete, func, insert, null, or_, select, update
 from sqlalchemy.dialects import postgresql
 
 from keystore_service.domain.deliveries import DeliveryState as Q
@@ -22,6 +22,7 @@ from keystore_service.storage.tables import (attempts, hook_attempts, hook_event
 
 E, A, S = hook_events.c, hook_attempts.c, hook_sources.c
 ATTEMPTS_SHOWN = 20  # per delivery in a listing: the newest; the count says how many more
+REDELIVERABLE = (Q.DELIVERED.value, Q.FAILED.value, Q.FILTERED.value)  # settled states
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +93,12 @@ class HookStore:
         self._take = Take(d, db.sqlite)
         self._attempt = Sql(hook_attempts.insert().values(
             {c.name: bindparam(c.name) for c in hook_attempts.c if c.name != "id"}), d)
-        # An attempt's result is written only while it still holds the lease it took.
-        self._settle = Sql(update(hook_events).where(
-            E.id == bindparam("eid"), E.state == Q.DELIVERING.value,
-            E.lease_holder == bindparam("holder"), E.attempts == bindparam("attempt"))
-            .values(state=bindparam("state"), next_attempt_at=bindparam("next_at"),
-                    delivered_at=bindparam("delivered_at"), lease_holder=null(),
-                    lease_until=null()).returning(E.id), d)
+        # An attempt's result is written only while it still holds the lease it took; a
+        # filtered event's take made no forward: its count is given back.
+        self._settle = Sql(update(hook_events).where(*_leased()).values(
+            state=bindparam("state"), next_attempt_at=bindparam("next_at"),
+            delivered_at=bindparam("delivered_at"), lease_holder=null(), lease_until=null(),
+            attempts=E.attempts - bindparam("given_back")).returning(E.id), d)
         if not db.sqlite:
             self._settled = Sql(_settled(ended=False), d)
             self._settled_ended = Sql(_settled(ended=True), d)
@@ -116,8 +116,7 @@ class HookStore:
             if db.sqlite else func.greatest(func.coalesce(S.paused_until, 0),
                                             bindparam("until"))), d)
         self._redeliver = Sql(update(hook_events).where(
-            E.id == bindparam("eid"),
-            or_(E.state == Q.DELIVERED.value, E.state == Q.FAILED.value)).values(
+            E.id == bindparam("eid"), or_(*(E.state == s for s in REDELIVERABLE))).values(
             state=Q.QUEUED.value, window_start=bindparam("now"), next_attempt_at=bindparam("now"),
             delivered_at=null()).returning(*hook_events.c), d)
         keep = select(S.keep_body_seconds).where(S.id == E.source_id).scalar_subquery()
@@ -183,28 +182,31 @@ class HookStore:
 
     def settle(self, cur: Any, event: Event, holder: str, state: str, now: Micros,
                next_at: Optional[Micros]) -> bool:
-        """Write an attempt's end (queued again, delivered or failed) if the attempt still
-        holds its lease; False when it was taken over meanwhile (its result is dropped)."""
+        """Write an attempt's end (queued again, delivered, failed, or filtered: no forward
+        was made, and `attempts` no longer counts the take's) if the attempt still holds its
+        lease; False when it was taken over meanwhile (its result is dropped)."""
         return self._settle.one(cur, {
             "eid": event.id, "holder": holder, "attempt": event.attempts, "state": state,
-            "next_at": next_at, "delivered_at": now if state == Q.DELIVERED else None}) \
-            is not None
+            "next_at": next_at, "delivered_at": now if state == Q.DELIVERED else None,
+            "given_back": int(state == Q.FILTERED)}) is not None
 
     def settled(self, event: Event, holder: str, state: str, now: Micros,
                 next_at: Optional[Micros], duration_ms: int, status: Optional[int],
                 error: Optional[str], answer: str, record_state: Optional[str] = None,
                 result: Optional[str] = None) -> Optional[tuple[Any, dict]]:
-        """PostgreSQL: settle, record_attempt and (with `record_state`) the end of the
-        event's record as one statement, to send with others (Database.steps); its one row
-        says whether the attempt still held its lease. None on SQLite (no data-modifying
-        WITH there): settle, record_attempt and the record's compare-and-set one by one."""
+        """PostgreSQL: settle, record_attempt (none for a filtered event: no forward was
+        made) and (with `record_state`) the end of the event's record as one statement, to
+        send with others (Database.steps); its one row says whether the attempt still held
+        its lease. None on SQLite (no data-modifying WITH there): settle, record_attempt and
+        the record's compare-and-set one by one."""
         if self.sqlite:
             return None
+        filtered = state == Q.FILTERED
         params = {"eid": event.id, "holder": holder, "attempt": event.attempts,
                   "state": state, "next_at": next_at,
                   "delivered_at": now if state == Q.DELIVERED else None, "now": now,
                   "duration_ms": duration_ms, "status_code": status, "error": error,
-                  "answer": answer}
+                  "answer": answer, "sent": not filtered, "given_back": int(filtered)}
         if record_state is None:
             return self._settled, params
         return self._settled_ended, {**params, "ending": record_state, "result": result}
@@ -322,22 +324,27 @@ def _health(d: Any) -> tuple[Sql, Sql, Sql]:
     return failing, recover, recovered
 
 
+def _leased() -> tuple:
+    """An event still held by the attempt that took it (its id, holder and attempt)."""
+    return (E.id == bindparam("eid"), E.state == Q.DELIVERING.value,
+            E.lease_holder == bindparam("holder"), E.attempts == bindparam("attempt"))
+
+
 def _settled(ended: bool) -> Any:
-    """WITH ev AS (the settle, RETURNING the event), at AS (INSERT its attempt FROM ev)
-    [, rec AS (UPDATE its record, still in progress, to `ending` with `result`), h AS
-    (INSERT the record's attempt history FROM rec)] SELECT ev's id, and whether rec ended."""
-    ev = update(hook_events).where(
-        E.id == bindparam("eid"), E.state == Q.DELIVERING.value,
-        E.lease_holder == bindparam("holder"), E.attempts == bindparam("attempt")).values(
+    """WITH ev AS (the settle, RETURNING the event), at AS (INSERT its attempt FROM ev, when
+    :sent: a filtered event's has none) [, rec AS (UPDATE its record, still in progress, to
+    `ending` with `result`), h AS (INSERT the record's attempt history FROM rec)] SELECT
+    ev's id, and whether rec ended."""
+    ev = update(hook_events).where(*_leased()).values(
         state=bindparam("state"), next_attempt_at=bindparam("next_at"),
-        delivered_at=bindparam("delivered_at"), lease_holder=null(), lease_until=null()
-    ).returning(E.id, E.record_id).cte("ev")
+        delivered_at=bindparam("delivered_at"), lease_holder=null(), lease_until=null(),
+        attempts=E.attempts - bindparam("given_back")).returning(E.id, E.record_id).cte("ev")
     names = [c.name for c in hook_attempts.c if c.name != "id"]
     at = insert(hook_attempts).from_select(names, select(
         ev.c.id, *(bindparam(p, type_=hook_attempts.c[n].type) for p, n in (
             ("attempt", "number"), ("now", "at"), ("duration_ms", "duration_ms"),
             ("status_code", "status_code"), ("error", "error"), ("answer", "answer"))))
-    ).returning(A.id).cte("at")
+        .where(bindparam("sent", type_=Boolean))).returning(A.id).cte("at")
     parts = [ev.c.id, select(func.count()).select_from(at).scalar_subquery()]
     if ended:  # as RecordStore.compare_and_set with its history, for a record in progress
         R = records.c

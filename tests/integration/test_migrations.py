@@ -116,3 +116,90 @@ def test_an_upgrade_cuts_a_pause_stored_before_the_bound(tmp_path):
     engine.dispose()
     assert bound == 3600
     assert before * 1e6 + HOUR <= until <= time.time() * 1e6 + HOUR
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def own_url(request, tmp_path):
+    """A migrated database of the test's own, which it may migrate down."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path}/own.db"
+        migrate.upgrade(url)
+        return url
+    return request.getfixturevalue("pg_database")("_own")
+
+
+def _to(url: str, revision: str, down: bool = False) -> None:
+    from alembic import command
+    engine = create_engine(normalise_url(url))
+    with engine.begin() as conn:
+        cfg = migrate._config()
+        cfg.attributes["connection"] = conn
+        (command.downgrade if down else command.upgrade)(cfg, revision)
+    engine.dispose()
+
+
+def test_0015_lets_an_event_be_filtered_and_its_downgrade_makes_it_delivered(own_url):
+    """0015 up and down with rows on both backends: `filtered` is a state at 0015 only (a
+    downgrade makes each filtered event delivered, delivered_at still null), the other
+    events and their attempts stay, and a state neither knows is refused at both."""
+    from sqlalchemy import select, update
+
+    from keystore_service.storage.tables import hook_attempts, hook_events, hook_sources
+    engine = create_engine(normalise_url(own_url))
+
+    def event(n: int, state: str, **over) -> dict:
+        return {"tenant_id": 1, "source_id": 1, "record_id": n, "event_id": f"e{n}",
+                "state": state, "headers": "[]", "received_at": n, "window_start": n,
+                "attempts": 1, **over}
+    with engine.begin() as conn:
+        conn.execute(insert(tenants).values(id=1, name="t", created_at=0))
+        conn.execute(insert(hook_sources).values(
+            id=1, tenant_id=1, name="s", provider="generic", ingest_hash="h", sealed="x",
+            config="{}", destination_url="http://127.0.0.1/", timeout_seconds=10,
+            ttl_seconds=999999, retry_window_seconds=3600, max_in_flight=4,
+            keep_body_seconds=0, state="active", created_at=0, updated_at=0))
+        for n in (1, 2, 3):
+            conn.execute(insert(records).values(row(scope="hook:s", key=f"e{n}", id=n)))
+        conn.execute(insert(hook_events).values(event(1, "filtered", attempts=0, body=b"{}")))
+        conn.execute(insert(hook_events).values(event(2, "delivered", delivered_at=5)))
+        conn.execute(insert(hook_attempts).values(event_pk=2, number=1, at=5, duration_ms=3,
+                                                  status_code=200))
+    engine.dispose()
+
+    def refused(state: str) -> bool:
+        e = create_engine(normalise_url(own_url))
+        try:
+            with e.begin() as conn:
+                conn.execute(insert(hook_events).values(event(3, state)))
+            with e.begin() as conn:  # it went in: take it out again
+                conn.execute(hook_events.delete().where(hook_events.c.event_id == "e3"))
+            return False
+        except IntegrityError:
+            return True
+        finally:
+            e.dispose()
+
+    def rows() -> list:
+        e = create_engine(normalise_url(own_url))
+        with e.connect() as conn:
+            found = conn.execute(select(hook_events.c.event_id, hook_events.c.state,
+                                        hook_events.c.delivered_at, hook_events.c.body)
+                                 .order_by(hook_events.c.id)).all()
+            found.append(conn.execute(select(hook_attempts.c.event_pk,
+                                             hook_attempts.c.status_code)).all())
+        e.dispose()
+        return [tuple(r) if not isinstance(r, list) else r for r in found]
+    assert refused("bogus") and not refused("filtered")
+    _to(own_url, "0014_sends", down=True)
+    assert rows() == [("e1", "delivered", None, b"{}"), ("e2", "delivered", 5, None),
+                      [(2, 200)]]
+    assert refused("filtered") and refused("bogus")
+    _to(own_url, "0015_filtered_events")
+    assert migrate.revision(own_url) == "0015_filtered_events"
+    assert not refused("filtered") and refused("bogus")
+    engine = create_engine(normalise_url(own_url))
+    with engine.begin() as conn:  # a filtered event again, as the relay writes one
+        conn.execute(update(hook_events).where(hook_events.c.event_id == "e1")
+                     .values(state="filtered"))
+    engine.dispose()
+    assert rows()[0] == ("e1", "filtered", None, b"{}")
