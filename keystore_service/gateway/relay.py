@@ -54,7 +54,7 @@ class Relay:
             lambda one: self.forwarding.settle(one[0], self.holder, one[1]),
             limit=2 * concurrency)
         self._thread = threading.Thread(target=self._run, name="keystore-relay", daemon=True)
-        self.counts = {"delivered": 0, "retry": 0, "failed": 0, "lost_lease": 0}
+        self.counts = {**{o.value: 0 for o in Outcome}, "lost_lease": 0}
 
     def start(self) -> Relay:
         self._thread.start()

@@ -99,7 +99,8 @@ class Metrics(ClaimObserver):
 
     def forward(self, tenant: str, source: str, outcome: str, seconds: float) -> None:
         HOOK_FORWARDS.labels(tenant, source, outcome).inc()
-        FORWARD_DURATION.labels(tenant, source).observe(seconds)
+        if outcome != "filtered":  # nothing was sent: no destination's answer to time
+            FORWARD_DURATION.labels(tenant, source).observe(seconds)
 
     def settlement(self, tenant: str, scope: str, outcome: str) -> None:
         SETTLEMENTS.labels(tenant, self._scope(scope), outcome).inc()

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-from sqlalchemy import Boolean, bindparam, delete, func, insert, null, or_, select, update
+from sqlalchemy import Boolean, and_, bindparam, delete, func, insert, null, or_, select, update
 from sqlalchemy.dialects import postgresql
 
 from keystore_service.domain.deliveries import DeliveryState as Q
@@ -120,9 +120,12 @@ class HookStore:
             state=Q.QUEUED.value, window_start=bindparam("now"), next_attempt_at=bindparam("now"),
             delivered_at=null()).returning(*hook_events.c), d)
         keep = select(S.keep_body_seconds).where(S.id == E.source_id).scalar_subquery()
-        self._drop = Sql(update(hook_events).where(
-            E.state == Q.DELIVERED.value, E.body.is_not(None),
-            E.delivered_at <= bindparam("now") - keep * SECOND)
+        self._drop = Sql(update(hook_events).where(  # a filtered event: from its acceptance
+            E.body.is_not(None), or_(
+                and_(E.state == Q.DELIVERED.value,
+                     E.delivered_at <= bindparam("now") - keep * SECOND),
+                and_(E.state == Q.FILTERED.value,
+                     E.received_at <= bindparam("now") - keep * SECOND)))
             .values(body=null(), body_dropped_at=bindparam("now")), d)
 
     # --- recording ------------------------------------------------------------------------
@@ -241,7 +244,8 @@ class HookStore:
         return Event(*row) if row else None
 
     def drop_old_bodies(self, cur: Any, now: Micros) -> int:
-        """Delivered events keep their body keep_body_seconds; then only its fingerprint."""
+        """Delivered events keep their body keep_body_seconds after delivery, filtered ones
+        after their acceptance (none would otherwise ever drop it); then only its fingerprint."""
         return self._drop.run(cur, {"now": now}).rowcount
 
     def page(self, tenant_id: int, source: Optional[str], state: Optional[str],

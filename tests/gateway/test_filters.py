@@ -295,3 +295,21 @@ def test_a_running_relay_filters(gw_app, gw, sink, clock):
         relay.stop()
     assert states(gw, "filtered") == ["ev1"] and states(gw, "delivered") == ["ev2"]
     assert got(sink) == ["ev2"]
+
+
+def test_a_filtered_events_body_is_dropped_its_keep_time_after_acceptance(gw_app, gw, sink,
+                                                                          forwarding, clock):
+    source = create_source(gw, gw.token, sink.url, keep_body_seconds=3600)
+    set_filter(gw, sink, INVOICES)
+    send(gw, source, "ev1", "customer.created")
+    assert turn(forwarding) == ["filtered"]
+    jobs = gw_app.extensions["keystore"].jobs
+    clock.advance(3599)
+    jobs.sweep()
+    assert delivery(gw, "ev1")["body_kept"] is True
+    clock.advance(1)
+    jobs.sweep()
+    assert delivery(gw, "ev1")["body_kept"] is False  # else a filter dropping most keeps all
+    status, answer, _ = gw.post("/v1/deliveries/redeliver", {"source": "shop",
+                                                             "event_id": "ev1"})
+    assert status == 409 and answer["error"]["code"] == "body_dropped", answer
