@@ -53,6 +53,9 @@ class Source:
     # migration 0012: the thresholds of the source's issues
     alert_after_seconds: int = 300
     backlog_alert_seconds: int = 900
+    # migration 0016: the destination's rate for the take's GCRA (null: none), and its debt
+    rate_interval_us: Optional[int] = None
+    rate_tat: Optional[Micros] = None
 
     @property
     def options(self) -> dict:

@@ -309,6 +309,10 @@ hook_sources = Table(
     # 0012: failing this long opens delivery_failing, an oldest queued this old backlog
     Column("alert_after_seconds", Integer, nullable=False, server_default="300"),
     Column("backlog_alert_seconds", Integer, nullable=False, server_default="900"),
+    # 0016: the destination's rate as the take's GCRA reads it (storage/take.py): microseconds
+    # between two forwards (null: no rate) and the theoretical arrival time (null: no debt)
+    Column("rate_interval_us", BigInteger, nullable=True),
+    Column("rate_tat", BigInteger, nullable=True),
     UniqueConstraint("tenant_id", "name"),
     CheckConstraint("state IN ('active', 'disabled')", name="state"),
     CheckConstraint("length(name) BETWEEN 1 AND 64", name="name_length"),
@@ -317,6 +321,7 @@ hook_sources = Table(
     CheckConstraint("max_pause_seconds BETWEEN 1 AND 86400", name="pause_limit"),
     CheckConstraint("alert_after_seconds BETWEEN 0 AND 86400", name="alert_after"),
     CheckConstraint("backlog_alert_seconds BETWEEN 0 AND 604800", name="backlog_alert"),
+    CheckConstraint("rate_interval_us IS NULL OR rate_interval_us >= 1", name="rate"),
 )
 
 # One accepted event per record (scope `hook:<source>`, key = the event id): its body and

@@ -203,3 +203,54 @@ def test_0015_lets_an_event_be_filtered_and_its_downgrade_makes_it_delivered(own
                      .values(state="filtered"))
     engine.dispose()
     assert rows()[0] == ("e1", "filtered", None, b"{}")
+
+
+def test_0016_adds_a_sources_rate_and_its_downgrade_drops_it_from_the_options(own_url):
+    """0016 up and down with rows on both backends: a source's rate interval and debt are
+    columns at 0016 only, an interval under 1 us is refused there, and a downgrade takes the
+    `rate` out of the forward options (0015 knows none), the source and its other options
+    kept; an upgrade again gives the source no rate."""
+    import json
+
+    from sqlalchemy import select, text, update
+
+    from keystore_service.storage.tables import hook_sources
+    forward = {"filter": {"event_types": ["a.*"]}, "rate": {"per_second": 5}}
+    engine = create_engine(normalise_url(own_url))
+    with engine.begin() as conn:
+        conn.execute(insert(tenants).values(id=1, name="t", created_at=0))
+        for sid, rate in ((1, 200_000), (2, None)):
+            conn.execute(insert(hook_sources).values(
+                id=sid, tenant_id=1, name=f"s{sid}", provider="generic", ingest_hash=f"h{sid}",
+                sealed="x", config=json.dumps({"forward": forward if rate else {}}),
+                destination_url="http://127.0.0.1/", timeout_seconds=10, ttl_seconds=999999,
+                retry_window_seconds=3600, max_in_flight=4, keep_body_seconds=0,
+                state="active", created_at=0, updated_at=0, rate_interval_us=rate,
+                rate_tat=123 if rate else None))
+        with pytest.raises(IntegrityError), conn.begin_nested():
+            conn.execute(update(hook_sources).where(hook_sources.c.id == 2)
+                         .values(rate_interval_us=0))
+    engine.dispose()
+
+    def columns() -> set:
+        e = create_engine(normalise_url(own_url))
+        with e.connect() as conn:
+            found = set(conn.execute(text("SELECT * FROM hook_sources")).keys())
+        e.dispose()
+        return found
+    _to(own_url, "0015_filtered_events", down=True)
+    assert not {"rate_interval_us", "rate_tat"} & columns()
+    e = create_engine(normalise_url(own_url))
+    with e.connect() as conn:
+        configs = dict(conn.execute(text("SELECT id, config FROM hook_sources")).all())
+    e.dispose()
+    assert json.loads(configs[1]) == {"forward": {"filter": {"event_types": ["a.*"]}}}
+    assert json.loads(configs[2]) == {"forward": {}}
+    _to(own_url, "0016_delivery_rates")
+    assert {"rate_interval_us", "rate_tat"} <= columns()
+    e = create_engine(normalise_url(own_url))
+    with e.connect() as conn:
+        assert conn.execute(select(hook_sources.c.id, hook_sources.c.rate_interval_us,
+                                   hook_sources.c.rate_tat).order_by(hook_sources.c.id)
+                            ).all() == [(1, None, None), (2, None, None)]
+    e.dispose()
