@@ -42,6 +42,7 @@ from keystore_service.service.waiting import WaitSeats
 from keystore_service.settings import Settings
 from keystore_service.storage import db
 from keystore_service.storage.accounts import Accounts
+from keystore_service.storage.alert_history import AlertHistory
 from keystore_service.storage.alerts import AlertStore
 from keystore_service.storage.bulk import BulkStore
 from keystore_service.storage.connections import ConnectionStore
@@ -106,6 +107,7 @@ def build(settings: Settings, clock: Clock = system_clock, threads: int = 4) -> 
     ks.gateway.bulk = Bulk(BulkStore(database), ks.gateway.deliveries, ks.operations, clock,
                           per_second=settings.bulk_events_per_second)
     build_alerts(ks.gateway, settings, database, reports, clock)
+    ks.jobs.sweep_steps.append(AlertHistory(database, settings.keep_issues_days).forget)
     ks.gateway.settlement_pass = SettlementPass(  # one process at a time: the job lock
         ks.gateway.checker, ks.gateway.settlement, ks.gateway.settlement.checks,
         ks.gateway.connections.store.by_id, clock, lock=ks.jobs.try_lock)

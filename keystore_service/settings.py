@@ -43,6 +43,10 @@ class Settings(BaseSettings):
     # The daily report's counts of purged records: 400 days covers a year-over-year look at
     # the same month; the sweeper purges older days. (Ten years at most: a bounded table.)
     keep_report_days: int = Field(400, ge=1, le=3660)
+    # Resolved issues and the notices that are done (sent, given up) go this long after they
+    # were resolved or made: a quarter of history on the Issues page, and a flapping
+    # destination cannot grow the tables for ever (storage/alert_history.py).
+    keep_issues_days: int = Field(90, ge=1, le=3660)
     # Per-token rate limit: requests per window, counted across all workers and instances in
     # the database (one extra statement per request while on). 0 = off (the default).
     rate_limit_requests: int = Field(0, ge=0, le=10_000_000)
