@@ -59,6 +59,9 @@ class Forward:
     retry_statuses: tuple[int, ...]
     delivered_header: Optional[str]
     filter: Optional[str] = None  # JSON text, read by body()
+    ordering: Optional[str] = None  # a mode, or the whole ordering as JSON text
+    ordering_key: Optional[str] = None  # with a mode: the key's pointer
+    ordering_version: Optional[str] = None  # with a mode: the version's pointer
 
     def body(self) -> dict[str, Any]:
         """The body's "destination" without its secret; raises click.BadParameter for a
@@ -69,7 +72,41 @@ class Forward:
                "delivered_header": self.delivered_header}
         if self.filter is not None:
             out["filter"] = _json_option(self.filter, "--filter")
+        ordering = self._ordering()
+        if ordering is not None:
+            out["ordering"] = ordering
         return out
+
+    def _ordering(self) -> Any:
+        """--ordering as JSON ('{"key": ...}'), or a mode with --ordering-key and
+        --ordering-version; None without --ordering. click.BadParameter when the parts do
+        not go together (the API's rules check the rest)."""
+        parts = {"key": self.ordering_key, "version": self.ordering_version}
+        if self.ordering is None:
+            if any(v is not None for v in parts.values()):
+                raise click.BadParameter("give --ordering (a mode such as newer_wins) too",
+                                         param_hint="--ordering-key/--ordering-version")
+            return None
+        if self.ordering.lstrip().startswith("{"):
+            if any(v is not None for v in parts.values()):
+                raise click.BadParameter("a JSON ordering already names its key and version",
+                                         param_hint="--ordering")
+            return _json_option(self.ordering, "--ordering")
+        return {"mode": self.ordering, **{k: v for k, v in parts.items() if v is not None}}
+
+
+_RATE = re.compile(r"([0-9]+)/(s|min)")
+_RATE_UNITS = {"s": "per_second", "min": "per_minute"}
+
+
+def _rate_option(text: str) -> dict[str, int]:
+    """--rate N/s or N/min as the API's destination.rate; click.BadParameter for another
+    form (the API's rules check the number)."""
+    found = _RATE.fullmatch(text.strip())
+    if found is None:
+        raise click.BadParameter("a rate is N/s or N/min, e.g. 10/s or 600/min",
+                                 param_hint="--rate")
+    return {_RATE_UNITS[found[2]]: int(found[1])}
 
 
 def _json_option(text: str, hint: str) -> Any:
@@ -95,6 +132,14 @@ FORWARD = (
     click.option("--filter", default=None, metavar="JSON",
                  help='Which events it takes, e.g. \'{"event_types": ["invoice.*"]}\' '
                       '(docs/webhooks/README.md); without it: every event.'),
+    click.option("--ordering", default=None, metavar="MODE|JSON",
+                 help="newer_wins (with --ordering-key and --ordering-version), or the whole "
+                      'ordering as JSON, e.g. \'{"key": "/data/object/id", "mode": '
+                      '"newer_wins", "version": "/created"}\'; without it: none.'),
+    click.option("--ordering-key", default=None, metavar="POINTER",
+                 help="The key an ordering compares within, e.g. /data/object/id."),
+    click.option("--ordering-version", default=None, metavar="POINTER",
+                 help="The version newer_wins compares, e.g. /created."),
 )
 
 

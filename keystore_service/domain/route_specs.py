@@ -90,6 +90,15 @@ def parse_ordering(obj: Any, at: str = "ordering") -> Ordering:
     return Ordering(key, OrderingMode(mode), version)
 
 
+def ordering_json(o: Ordering) -> dict:
+    """The normal form of an ordering, as stored and shown: `key` and `mode`, and `version`
+    for newer_wins only. parse_ordering(ordering_json(o)) is o."""
+    out: dict = {"key": o.key, "mode": o.mode.value}
+    if o.version is not None:
+        out["version"] = o.version
+    return out
+
+
 def _kind(value: Any) -> str:
     return {bool: "true or false", int: "a whole number", float: "a number", str: "a string",
             list: "a list", dict: "an object", type(None): "null"}.get(type(value), "that")

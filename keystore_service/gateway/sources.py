@@ -14,6 +14,7 @@ from keystore_service import errors
 from keystore_service.domain import route_specs
 from keystore_service.domain.names import NAME
 from keystore_service.domain.records import SECOND, Micros
+from keystore_service.domain.routing import Ordering, OrderingMode
 from keystore_service.gateway import destinations, providers
 from keystore_service.gateway.destinations import Policy
 from keystore_service.gateway.ingest import ingest_hash
@@ -319,9 +320,9 @@ def _check_secrets(provider: providers.Provider, signing: list[str], config: dic
 
 
 def _forward(dest: Any) -> dict:
-    """The destination's forwarding choices kept with the source's options: its filter
-    (absent when it has none) in route_specs' normal form. InvalidRequest naming the field
-    for a filter route_specs refuses."""
+    """The destination's forwarding choices kept with the source's options: its filter and
+    its ordering (each absent when it has none) in route_specs' normal form. InvalidRequest
+    naming the field for a filter or an ordering route_specs refuses."""
     forward = {"retry_statuses": sorted(set(dest.retry_statuses)),
                "delivered_header": dest.delivered_header}
     if dest.filter is not None:
@@ -331,7 +332,24 @@ def _forward(dest: Any) -> dict:
             raise errors.InvalidRequest(str(exc), details={"field": "destination.filter"}) \
                 from None
         forward["filter"] = route_specs.filter_json(parsed)
+    if dest.ordering is not None:
+        forward["ordering"] = route_specs.ordering_json(_ordering(dest.ordering))
     return forward
+
+
+def _ordering(given: Any) -> Ordering:
+    """A destination's ordering read by route_specs; `serial` is refused until the relay
+    keeps it (issue 29: newer_wins first)."""
+    at = "destination.ordering"
+    try:
+        parsed = route_specs.parse_ordering(given, at=at)
+    except route_specs.RouteError as exc:
+        raise errors.InvalidRequest(str(exc), details={"field": at}) from None
+    if parsed.mode is OrderingMode.SERIAL:
+        raise errors.InvalidRequest(f"{at}.mode: serial is not supported yet: use newer_wins "
+                                    "(with a version pointer) or no ordering",
+                                    details={"field": at})
+    return parsed
 
 
 def _check_ttl(ttl: int, retry_window: int) -> None:

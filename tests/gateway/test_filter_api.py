@@ -166,7 +166,7 @@ def test_openapi_publishes_the_filter_as_the_service_reads_it():
         "anyOf"][0]["description"]
     out = _validator("DestinationOut")
     shown = {"url": SINK, "header_names": [], "has_secret": False, "timeout_seconds": 10,
-             "retry_statuses": [], "delivered_header": None}
+             "retry_statuses": [], "delivered_header": None, "ordering": None}
     assert out.is_valid({**shown, "filter": {"event_types": ["a"]}})
     assert out.is_valid({**shown, "filter": None}) and not out.is_valid(shown)
 

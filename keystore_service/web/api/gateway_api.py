@@ -116,7 +116,8 @@ def source_json(shown: Shown) -> dict:
                         "timeout_seconds": s.timeout_seconds,
                         "retry_statuses": forward.get("retry_statuses", []),
                         "delivered_header": forward.get("delivered_header"),
-                        "filter": forward.get("filter")},  # its normal form, or null
+                        "filter": forward.get("filter"),  # its normal form, or null
+                        "ordering": forward.get("ordering")},
         "signature": options.get("signature"), "event_id": options.get("event_id"),
         "event_type": options.get("event_type"),
         "secrets": shown.secret_count, "ttl_seconds": s.ttl_seconds,

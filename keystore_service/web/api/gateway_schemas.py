@@ -10,18 +10,16 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
-    WithJsonSchema,
 )
 
-from keystore_service.domain import route_specs as rs
 from keystore_service.domain import versions
-from keystore_service.domain.bulk import MAX_GLOB_CHARS
 from keystore_service.domain.deliveries import DELIVERY_STATES
 from keystore_service.domain.names import NAME_PATTERN
 from keystore_service.gateway import providers
 from keystore_service.gateway.providers import standard
 from keystore_service.settings import MAX_TTL_SECONDS
 from keystore_service.web.api.queries import Cursor, QueryInt
+from keystore_service.web.api.route_schemas import FilterSpec, OrderingSpec
 from keystore_service.web.api.schemas import Int, Key, Text, _Body, _Out
 
 DAY = 86_400
@@ -41,40 +39,6 @@ TypeGlob = Annotated[str, StringConstraints(
     min_length=1, max_length=256, pattern=r"^[^\u0000-\u001f\u007f-\u009f]+$"), Field(
     description="A glob over event types: * matches any characters, ? one; [ and every "
                 "other character match themselves; case-sensitive")]
-# A destination's filter (CONTRACT.md "Routing"). The service reads it with
-# domain/route_specs.parse_filter, whose RouteError is the 400's message (naming the field);
-# the schema below says the same for /openapi.json, all but a value's size in bytes.
-_POINTER = r"^(/([^~/]|~[01])*)*$"  # RFC 6901: "" or /-prefixed tokens, ~ only as ~0 or ~1
-FILTER_SCHEMA = {
-    "type": "object", "additionalProperties": False,
-    "description": "Which events this destination takes: every part given must hold; {} or "
-                   "null takes every event. An event it does not take is recorded as "
-                   "filtered (nothing is sent). A value of equals or in is at most "
-                   f"{rs.MAX_VALUE_BYTES:,} bytes of compact JSON, else 400 (no schema can "
-                   "measure it)",
-    "properties": {
-        "event_types": {
-            "type": "array", "minItems": 1, "maxItems": rs.MAX_EVENT_TYPES,
-            "description": "Globs over the event's type (* any characters, ? one); an event "
-                           "without a type matches none. Leave it out to take every type",
-            "items": {"type": "string", "minLength": 1, "maxLength": MAX_GLOB_CHARS,
-                      "pattern": r"^[^\u0000-\u001f\u007f-\u009f]+$"}},
-        "match": {
-            "type": "array", "maxItems": rs.MAX_CONDITIONS,
-            "description": "Conditions on the JSON body, each a pointer and exactly one of "
-                           "equals (a JSON value), in (a list of them), exists (true/false)",
-            "items": {
-                "type": "object", "additionalProperties": False, "required": ["pointer"],
-                "properties": {
-                    "pointer": {"type": "string", "maxLength": rs.MAX_POINTER_CHARS,
-                                "pattern": _POINTER},
-                    "equals": {},
-                    "in": {"type": "array", "minItems": 1, "maxItems": rs.MAX_IN_VALUES},
-                    "exists": {"type": "boolean"}},
-                "oneOf": [{"required": [op]} for op in ("equals", "in", "exists")]}}}}
-# Kept as the JSON given: the gateway parses it (gateway/sources.py), so its refusal names the
-# field as route_specs does (destination.filter.match[2].pointer: ...).
-FilterSpec = Annotated[Any, WithJsonSchema(FILTER_SCHEMA)]
 
 
 def _known_provider(name: str) -> str:
@@ -160,6 +124,7 @@ class Destination(_Body):
         "A 2xx counts as delivered only when the answer carries this header (set by the "
         "workflow's own response), so a platform's 'starting up' 200 is retried"))
     filter: Optional[FilterSpec] = None
+    ordering: Optional[OrderingSpec] = None
 
 
 MAX_PAUSE = ("A 429 or 503 with Retry-After pauses the source's forwarding for at most this "
@@ -271,6 +236,8 @@ class DestinationOut(_Out):
     filter: Optional[FilterSpec] = Field(description=(
         "the destination's filter in its normal form (only the parts given); null: it takes "
         "every event"))
+    ordering: Optional[OrderingSpec] = Field(description=(
+        "the destination's ordering per key in its normal form; null: none"))
 
 
 class QueueOut(_Out):

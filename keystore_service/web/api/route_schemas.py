@@ -1,0 +1,68 @@
+"""The wire forms of a destination's routing (CONTRACT.md "Routing"): its filter and its
+ordering. The gateway keeps each as the JSON given and reads it with domain/route_specs
+(gateway/sources.py), so its refusal names the field as route_specs does
+(destination.filter.match[2].pointer: ...); the schemas say the same for /openapi.json."""
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import WithJsonSchema
+
+from keystore_service.domain import route_specs as rs
+from keystore_service.domain.bulk import MAX_GLOB_CHARS
+
+# A destination's filter (CONTRACT.md "Routing"). The service reads it with
+# domain/route_specs.parse_filter, whose RouteError is the 400's message (naming the field);
+# the schema below says the same for /openapi.json, all but a value's size in bytes.
+_POINTER = r"^(/([^~/]|~[01])*)*$"  # RFC 6901: "" or /-prefixed tokens, ~ only as ~0 or ~1
+FILTER_SCHEMA = {
+    "type": "object", "additionalProperties": False,
+    "description": "Which events this destination takes: every part given must hold; {} or "
+                   "null takes every event. An event it does not take is recorded as "
+                   "filtered (nothing is sent). A value of equals or in is at most "
+                   f"{rs.MAX_VALUE_BYTES:,} bytes of compact JSON, else 400 (no schema can "
+                   "measure it)",
+    "properties": {
+        "event_types": {
+            "type": "array", "minItems": 1, "maxItems": rs.MAX_EVENT_TYPES,
+            "description": "Globs over the event's type (* any characters, ? one); an event "
+                           "without a type matches none. Leave it out to take every type",
+            "items": {"type": "string", "minLength": 1, "maxLength": MAX_GLOB_CHARS,
+                      "pattern": r"^[^\u0000-\u001f\u007f-\u009f]+$"}},
+        "match": {
+            "type": "array", "maxItems": rs.MAX_CONDITIONS,
+            "description": "Conditions on the JSON body, each a pointer and exactly one of "
+                           "equals (a JSON value), in (a list of them), exists (true/false)",
+            "items": {
+                "type": "object", "additionalProperties": False, "required": ["pointer"],
+                "properties": {
+                    "pointer": {"type": "string", "maxLength": rs.MAX_POINTER_CHARS,
+                                "pattern": _POINTER},
+                    "equals": {},
+                    "in": {"type": "array", "minItems": 1, "maxItems": rs.MAX_IN_VALUES},
+                    "exists": {"type": "boolean"}},
+                "oneOf": [{"required": [op]} for op in ("equals", "in", "exists")]}}}}
+# Kept as the JSON given: the gateway parses it (gateway/sources.py), so its refusal names the
+# field as route_specs does (destination.filter.match[2].pointer: ...).
+FilterSpec = Annotated[Any, WithJsonSchema(FILTER_SCHEMA)]
+
+# A destination's ordering per key (CONTRACT.md "Routing"), read by route_specs.parse_ordering
+# as the filter is; `serial` is refused until the relay keeps it (gateway/sources.py).
+_KEY_POINTER = r"^(/([^~/]|~[01])*)+$"  # as _POINTER, but not "" (the whole body is no key)
+ORDERING_SCHEMA = {
+    "type": "object", "additionalProperties": False, "required": ["key", "mode", "version"],
+    "description": "Per key (the value at `key`), an event whose version (the value at "
+                   "`version`) is not newer than the last delivered one of its key is "
+                   "recorded as superseded and not forwarded. An event without a key or a "
+                   "version, or whose version cannot be compared with the last one, is "
+                   "forwarded. null: no ordering",
+    "properties": {
+        "key": {"type": "string", "minLength": 1, "maxLength": rs.MAX_POINTER_CHARS,
+                "pattern": _KEY_POINTER, "description": "a JSON Pointer, e.g. /data/object/id"},
+        "mode": {"type": "string", "enum": ["newer_wins"],
+                 "description": "newer_wins (serial is not supported yet: 400)"},
+        "version": {"type": "string", "minLength": 1, "maxLength": rs.MAX_POINTER_CHARS,
+                    "pattern": _KEY_POINTER,
+                    "description": "a JSON Pointer to a number or a string (timestamps "
+                                   "with a zone compare as instants), e.g. /created"}}}
+OrderingSpec = Annotated[Any, WithJsonSchema(ORDERING_SCHEMA)]
