@@ -7,6 +7,7 @@ options and hands the command one dataclass of their values instead of one argum
 from __future__ import annotations
 
 import dataclasses
+import re
 import sys
 from collections.abc import Callable
 from typing import Any, Optional
@@ -58,6 +59,7 @@ class Forward:
     timeout: int
     retry_statuses: tuple[int, ...]
     delivered_header: Optional[str]
+    rate: Optional[str] = None  # 10/s or 600/min, read by body()
     filter: Optional[str] = None  # JSON text, read by body()
     ordering: Optional[str] = None  # a mode, or the whole ordering as JSON text
     ordering_key: Optional[str] = None  # with a mode: the key's pointer
@@ -70,6 +72,8 @@ class Forward:
                "headers": dict(_header(h) for h in self.headers),
                "retry_statuses": list(self.retry_statuses),
                "delivered_header": self.delivered_header}
+        if self.rate is not None:
+            out["rate"] = _rate_option(self.rate)
         if self.filter is not None:
             out["filter"] = _json_option(self.filter, "--filter")
         ordering = self._ordering()
@@ -129,6 +133,9 @@ FORWARD = (
                  multiple=True, help="A 4xx answer to retry too (n8n while it starts: 404)."),
     click.option("--delivered-header", default=None,
                  help="A 2xx counts as delivered only with this header in the answer."),
+    click.option("--rate", default=None, metavar="N/s|N/min",
+                 help="At most N forwards a second (10/s) or a minute (600/min), held across "
+                      "relays; without it: as fast as --max-in-flight lets."),
     click.option("--filter", default=None, metavar="JSON",
                  help='Which events it takes, e.g. \'{"event_types": ["invoice.*"]}\' '
                       '(docs/webhooks/README.md); without it: every event.'),

@@ -187,6 +187,7 @@ def _shown_json(s: Any) -> dict[str, Any]:
             "health": s.health,
             "destination": {"url": src.destination_url, "header_names": s.header_names,
                             "has_secret": s.has_destination_secret,
+                            "rate": forward.get("rate"),
                             "retry_statuses": forward.get("retry_statuses", []),
                             "delivered_header": forward.get("delivered_header"),
                             "filter": forward.get("filter"),

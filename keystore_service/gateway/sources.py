@@ -112,6 +112,7 @@ class Sources:
                 state="active", created_at=now, updated_at=now, paused_until=None,
                 last_error=None, last_error_at=None,
                 max_pause_seconds=body.max_pause_seconds, last_taken_at=None,
+                rate_interval_us=_interval(config["forward"]),
                 alert_after_seconds=body.alert_after_seconds,
                 backlog_alert_seconds=body.backlog_alert_seconds)
         return self._shown(source, Queue(0, 0, 0, None))
@@ -155,7 +156,8 @@ class Sources:
             config["forward"] = _forward(dest)
             self._check_destination(dest.url, dest.secret)
             sealed.update(headers=dest.headers, destination_secret=dest.secret)
-            changes.update(destination_url=dest.url, timeout_seconds=dest.timeout_seconds)
+            changes.update(destination_url=dest.url, timeout_seconds=dest.timeout_seconds,
+                           rate_interval_us=_interval(config["forward"]), rate_tat=None)
         changes["config"] = json.dumps(config)  # with the new destination's forward options
         for name_ in ("ttl_seconds", "retry_window_seconds", "max_in_flight",
                       "keep_body_seconds", "max_pause_seconds", "alert_after_seconds",
@@ -325,6 +327,8 @@ def _forward(dest: Any) -> dict:
     naming the field for a filter or an ordering route_specs refuses."""
     forward = {"retry_statuses": sorted(set(dest.retry_statuses)),
                "delivered_header": dest.delivered_header}
+    if dest.rate is not None:
+        forward["rate"] = _rate(dest.rate)
     if dest.filter is not None:
         try:
             parsed = route_specs.parse_filter(dest.filter, at="destination.filter")
@@ -358,3 +362,25 @@ def _check_ttl(ttl: int, retry_window: int) -> None:
             "ttl_seconds must be at least retry_window_seconds plus a day: an event id is "
             "never forgotten while its forwarding is still retried",
             details={"field": "ttl_seconds", "minimum": retry_window + DAY})
+
+
+def _rate(given: Any) -> dict:
+    """A destination's rate in its normal form ({"per_second": n} or {"per_minute": n});
+    InvalidRequest naming the field (destination.rate.per_second: ...) for one route_specs
+    refuses."""
+    try:
+        rate = route_specs.parse_rate(given, at="destination.rate")
+    except route_specs.RouteError as exc:
+        raise errors.InvalidRequest(str(exc), details={"field": "destination.rate"}) from None
+    return {"per_second" if rate.per_seconds == 1 else "per_minute": rate.count}
+
+
+def _interval(forward: dict) -> Optional[int]:
+    """The microseconds between two forwards at the destination's rate (None: no rate), as
+    the take's GCRA reads them (storage/take.py): rounded up, so the rate is never exceeded
+    (7/s: 142,858 us)."""
+    rate = forward.get("rate")
+    if rate is None:
+        return None
+    per, count = (1, rate["per_second"]) if "per_second" in rate else (60, rate["per_minute"])
+    return -(-per * SECOND // count)

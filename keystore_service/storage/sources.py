@@ -89,7 +89,7 @@ class Queue:
 
 CHANGEABLE = ("sealed", "config", "destination_url", "timeout_seconds", "ttl_seconds",
               "retry_window_seconds", "max_in_flight", "keep_body_seconds", "max_pause_seconds",
-              "alert_after_seconds", "backlog_alert_seconds")
+              "alert_after_seconds", "backlog_alert_seconds", "rate_interval_us", "rate_tat")
 
 
 class SourceStore:

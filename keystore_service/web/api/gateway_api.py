@@ -114,6 +114,7 @@ def source_json(shown: Shown) -> dict:
         "destination": {"url": s.destination_url, "header_names": shown.header_names,
                         "has_secret": shown.has_destination_secret,
                         "timeout_seconds": s.timeout_seconds,
+                        "rate": forward.get("rate"),  # its normal form, or null
                         "retry_statuses": forward.get("retry_statuses", []),
                         "delivered_header": forward.get("delivered_header"),
                         "filter": forward.get("filter"),  # its normal form, or null

@@ -19,7 +19,7 @@ from keystore_service.gateway import providers
 from keystore_service.gateway.providers import standard
 from keystore_service.settings import MAX_TTL_SECONDS
 from keystore_service.web.api.queries import Cursor, QueryInt
-from keystore_service.web.api.route_schemas import FilterSpec, OrderingSpec
+from keystore_service.web.api.route_schemas import FilterSpec, OrderingSpec, RateSpec
 from keystore_service.web.api.schemas import Int, Key, Text, _Body, _Out
 
 DAY = 86_400
@@ -123,6 +123,7 @@ class Destination(_Body):
     delivered_header: Optional[HeaderName] = Field(None, description=(
         "A 2xx counts as delivered only when the answer carries this header (set by the "
         "workflow's own response), so a platform's 'starting up' 200 is retried"))
+    rate: Optional[RateSpec] = None
     filter: Optional[FilterSpec] = None
     ordering: Optional[OrderingSpec] = None
 
@@ -233,6 +234,9 @@ class DestinationOut(_Out):
     timeout_seconds: int
     retry_statuses: list[int]
     delivered_header: Optional[str]
+    rate: Optional[RateSpec] = Field(None, description=(
+        "the destination's rate in its normal form; null: forwarded as fast as max_in_flight "
+        "lets"))
     filter: Optional[FilterSpec] = Field(description=(
         "the destination's filter in its normal form (only the parts given); null: it takes "
         "every event"))

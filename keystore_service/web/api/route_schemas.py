@@ -66,3 +66,14 @@ ORDERING_SCHEMA = {
                     "description": "a JSON Pointer to a number or a string (timestamps "
                                    "with a zone compare as instants), e.g. /created"}}}
 OrderingSpec = Annotated[Any, WithJsonSchema(ORDERING_SCHEMA)]
+
+# A destination's rate (CONTRACT.md "Routing"), read by route_specs.parse_rate as the filter
+# is, so its refusal names the field (destination.rate.per_second: ...).
+RATE_SCHEMA = {
+    "type": "object", "additionalProperties": False, "minProperties": 1, "maxProperties": 1,
+    "description": "At most this many forwards a second or a minute, held across every relay, "
+                   "beside max_in_flight; after an idle spell up to one second's worth (at "
+                   "least 1) go at once, then one every 1/n second (or minute). null: no rate",
+    "properties": {name: {"type": "integer", "minimum": 1, "maximum": rs.MAX_RATE}
+                   for name in ("per_second", "per_minute")}}
+RateSpec = Annotated[Any, WithJsonSchema(RATE_SCHEMA)]
