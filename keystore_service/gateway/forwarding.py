@@ -112,11 +112,18 @@ class Forwarding:
         sources' max_in_flight): the relay then takes again as soon as a slot is free.
         With `ended` (the relay's sweep, once a second), also the events of paused sources
         whose retry window has ended: attempt() fails them without a forward."""
+        jobs, left, _ = self.take_paced(holder, limit, ended)
+        return jobs, left
+
+    def take_paced(self, holder: str, limit: int, ended: bool = False
+                   ) -> tuple[list[Job], bool, Optional[Micros]]:
+        """take_some(), and when a source whose rate held back due events has room again
+        (None: no rate held any), so that the relay looks again then."""
         if ended:
             self.end_pauses()
-        taken, sources, left = self.events.take_due(holder, self.clock(), limit, ended)
+        taken, sources, left, slot = self.events.take_due(holder, self.clock(), limit, ended)
         return [Job(e, Source(*sources[e.source_id]), self.tenant_name(e.tenant_id))
-                for e in taken], left
+                for e in taken], left, slot
 
     def end_pauses(self) -> int:
         """Clear the operators' pauses that ended by themselves (their time added to the

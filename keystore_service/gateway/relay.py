@@ -15,6 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
+from keystore_service.domain.records import SECOND, Micros
 from keystore_service.errors import Unavailable
 from keystore_service.gateway.forwarding import Forwarding, Job, Result
 from keystore_service.gateway.rules import Outcome
@@ -22,6 +23,10 @@ from keystore_service.service.grouping import Groups
 
 log = logging.getLogger("keystore.relay")
 SWEEP_SECONDS = 1.0  # docs/webhooks/README.md: every forwarder sweeps at least once a second
+# A rate-held source is looked at again when its next slot comes, but not sooner than this
+# after a take: a fast rate (up to 1,000,000/s) is served by the burst each take leases, not
+# by a take per event.
+RATE_WAIT_FLOOR = 0.005
 
 
 def holder_name(suffix: str = "") -> str:
@@ -91,6 +96,7 @@ class Relay:
                 if free > 0:
                     self._owed = False
             taken: list[Job] = []
+            slot: Optional[Micros] = None
             if free > 0:
                 # once a second, the events whose window ended while their source was
                 # paused, too (a scan of the paused sources' queues: not every take's)
@@ -98,7 +104,8 @@ class Relay:
                 if ended:
                     self._sweep_at = time.monotonic() + SWEEP_SECONDS
                 try:
-                    taken, self._left = self.forwarding.take_some(self.holder, free, ended)
+                    taken, self._left, slot = self.forwarding.take_paced(self.holder, free,
+                                                                         ended)
                 except Exception:  # the database may be down: try again at the next tick
                     log.exception("taking due events failed")
             for job in taken:
@@ -106,7 +113,16 @@ class Relay:
                     self._busy += 1
                     self._threads += 1
                 self._pool.submit(self._one, job)
-            self._wake.wait(SWEEP_SECONDS)
+            self._wake.wait(self._pause(slot))
+
+    def _pause(self, slot: Optional[Micros]) -> float:
+        """How long to wait for a wake-up: SWEEP_SECONDS, or until a source that its rate
+        held has room again (a slot the take computed, after its `now`), but at least
+        RATE_WAIT_FLOOR: never a busy loop."""
+        if slot is None:
+            return SWEEP_SECONDS
+        left = (slot - self.forwarding.clock()) / SECOND
+        return min(SWEEP_SECONDS, max(RATE_WAIT_FLOOR, left))
 
     def _one(self, job: Job) -> None:
         try:

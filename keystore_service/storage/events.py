@@ -16,7 +16,7 @@ from keystore_service.storage.bulk_sql import type_glob
 from keystore_service.storage.db import Database
 from keystore_service.storage.records import INSERT_COLUMNS, insert_or_count
 from keystore_service.storage.sql import Sql
-from keystore_service.storage.take import Take
+from keystore_service.storage.take import Take, next_slot
 from keystore_service.storage.tables import (attempts, hook_attempts, hook_events,
                                              hook_sources, records)
 
@@ -168,7 +168,7 @@ class HookStore:
     # --- forwarding -----------------------------------------------------------------------
 
     def take_due(self, holder: str, now: Micros, limit: int, ended: bool = False
-                 ) -> tuple[list[Event], dict[int, tuple], bool]:
+                 ) -> tuple[list[Event], dict[int, tuple], bool, Optional[Micros]]:
         """Take up to `limit` due events (queued and due, or delivering with an expired
         lease: taken over as the next attempt) of sources with room (not paused, fewer
         than `max_in_flight` in flight across every relay: the sources' rows are locked
@@ -177,11 +177,12 @@ class HookStore:
         retry window has ended (to be failed without a forward). Each under a lease of its
         source's timeout + take.LEASE_MARGIN_SECONDS. In a transaction of its own; the
         events taken, their sources' rows by id, and whether due events were left (by
-        `limit` or by their sources' max_in_flight)."""
+        `limit`, by their sources' max_in_flight or rate), and when the first source whose
+        rate held some back has room again (None: no rate held any; take.next_slot)."""
         with self.db.steps() as steps:
             sources, leased, found = self._take.run(steps, holder, now, limit, ended)
         return ([Event(*row) for row in leased], {row[0]: row for row in sources},
-                len(leased) < found)
+                len(leased) < len(found), next_slot(sources, found, leased, now))
 
     def settle(self, cur: Any, event: Event, holder: str, state: str, now: Micros,
                next_at: Optional[Micros]) -> bool:

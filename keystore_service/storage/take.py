@@ -22,11 +22,20 @@ probe (issue 27): the oldest queued event of a source whose destination fails an
 not tried for PROBE_SECONDS, whatever its backoff (also only in the sweep).
 
 A source is paused while its destination's pause (`paused_until`) or an operator's
-(`operator_paused_at`, until `operator_paused_until` if set) is on."""
+(`operator_paused_at`, until `operator_paused_until` if set) is on.
+
+A source with a rate (issue 29, `rate_interval_us` = T, the microseconds between two forwards
+at the rate) has room for at most as many forwards as fit a GCRA whose theoretical arrival
+time is `rate_tat`: k fit when max(tat, now) + k*T <= now + burst*T, burst being one second's
+worth at the rate (round(1 s / T), at least 1: 5 at 5/s, 1 at 1/s or 30/min, 10 at 600/min).
+The lease takes the lesser of that and the max_in_flight room, and advances rate_tat by T for
+each event it leases that is forwarded (all but ENDED: failed without a request), in the
+same statement (PostgreSQL) or the touch step (SQLite), under the sources' row locks: so
+every relay's takes together hold the rate."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Optional
 
 from sqlalchemy import text
 from sqlalchemy.engine import Dialect
@@ -49,6 +58,12 @@ _IN_FLIGHT = f"""(SELECT count(*) FROM hook_events d WHERE d.source_id = s.id
 _HELD_OFF = "(s.paused_until IS NOT NULL AND s.paused_until > :now)"  # by the destination
 _PAUSED = (f"({_HELD_OFF} OR (s.operator_paused_at IS NOT NULL AND "
            "(s.operator_paused_until IS NULL OR s.operator_paused_until > :now)))")
+# The rate's burst (module docstring), and the forwards the rate has room for (no rate: :n).
+_BURST = f"(CASE WHEN s.rate_interval_us >= {SECOND} THEN 1 ELSE " \
+         f"({SECOND} + s.rate_interval_us / 2) / s.rate_interval_us END)"
+_DEBT = "(CASE WHEN s.rate_tat > :now THEN s.rate_tat - :now ELSE 0 END)"
+_RATE_ROOM = (f"(CASE WHEN s.rate_interval_us IS NULL THEN :n ELSE {_BURST} - "
+              f"({_DEBT} + s.rate_interval_us - 1) / s.rate_interval_us END)")
 # Per kind: the condition on an event of source s, its order, and the condition on s.
 _KINDS = {
     EXPIRED: (f"e.state = {_DELIVERING} AND e.lease_until <= :now", "e.lease_until",
@@ -105,18 +120,21 @@ _LEASE = f"""
     WITH c AS ({{candidates}}),
     src AS (
         SELECT s.id AS sid, s.tenant_id AS tid, COALESCE(s.last_taken_at, 0) AS last,
-               {_PAUSED} AS paused, s.max_in_flight - {_IN_FLIGHT} AS room
+               {_PAUSED} AS paused, s.max_in_flight - {_IN_FLIGHT} AS slots,
+               {_RATE_ROOM} AS paced
         FROM hook_sources s WHERE s.id IN (SELECT sid FROM c)),
     fit AS (
-        SELECT c.id, c.sid, src.tid, src.last, src.room,
+        SELECT c.id, c.sid, c.kind, src.tid, src.last,
+               CASE WHEN src.paused OR src.paced >= src.slots THEN src.slots
+                    ELSE src.paced END AS room,
                row_number() OVER (PARTITION BY c.sid ORDER BY c.kind, c.ord, c.id) AS rn
         FROM c JOIN src ON src.sid = c.sid WHERE c.kind = {ENDED} OR NOT src.paused),
     turns AS (
-        SELECT id, sid, tid,
+        SELECT id, sid, kind, tid,
                row_number() OVER (PARTITION BY tid ORDER BY rn, last, sid) AS turn,
                max(last) OVER (PARTITION BY tid) AS tlast
         FROM fit WHERE rn <= room),
-    chosen AS (SELECT id, sid FROM turns ORDER BY turn, tlast, tid LIMIT :n){{touch}}
+    chosen AS (SELECT id, sid, kind FROM turns ORDER BY turn, tlast, tid LIMIT :n){{touch}}
     UPDATE hook_events SET state = {_DELIVERING}, attempts = attempts + 1,
         lease_holder = :holder,
         lease_until = :now + ((SELECT timeout_seconds FROM hook_sources s
@@ -124,9 +142,12 @@ _LEASE = f"""
                               + {LEASE_MARGIN_SECONDS}) * {SECOND}
     WHERE id {{chosen}}
     RETURNING {{returning}}"""
-# A source served: its turn, and (if it is failing) its next probe, since it is tried now.
+# A source served: its turn, (if it is failing) its next probe, since it is tried now, and
+# (with a rate) its GCRA's arrival time, T later for each of its events forwarded.
 _TOUCH = ("UPDATE hook_sources SET last_taken_at = :now, probe_at = CASE WHEN probe_at <= "
-          ":now THEN :probe_at ELSE probe_at END WHERE id {sids}")
+          ":now THEN :probe_at ELSE probe_at END, rate_tat = CASE WHEN rate_interval_us IS "
+          "NULL THEN NULL ELSE (CASE WHEN rate_tat > :now THEN rate_tat ELSE :now END) + "
+          "rate_interval_us * {forwards} END WHERE id {sids}")
 _PG = {
     "sources": f"SELECT {_SOURCE_COLUMNS} FROM hook_sources "
                "WHERE id = ANY(CAST(:sids AS integer[])) ORDER BY id FOR NO KEY UPDATE",
@@ -136,7 +157,10 @@ _PG = {
                    "CAST(x->>2 AS integer) AS kind, CAST(x->>3 AS bigint) AS ord "
                    "FROM jsonb_array_elements(CAST(:c AS jsonb)) AS u(x)",
         # the sources served, in the same statement: no round trip more
-        touch=",\n    touched AS (" + _TOUCH.format(sids="IN (SELECT sid FROM chosen)") + ")",
+        touch=",\n    touched AS (" + _TOUCH.format(
+            sids="IN (SELECT sid FROM chosen)",
+            forwards=f"(SELECT count(*) FROM chosen WHERE chosen.sid = hook_sources.id "
+                     f"AND chosen.kind <> {ENDED})") + ")",
         chosen="= ANY(ARRAY(SELECT id FROM chosen))",  # the primary key, whatever the stats
         returning=_EVENT_COLUMNS),
 }
@@ -148,7 +172,10 @@ _SQLITE = {
                    "json_extract(value, '$[1]') AS sid, json_extract(value, '$[2]') AS kind, "
                    "json_extract(value, '$[3]') AS ord FROM json_each(:c)",
         touch="", chosen="IN (SELECT id FROM chosen)", returning=_EVENT_COLUMNS),
-    "touch": _TOUCH.format(sids="IN (SELECT value FROM json_each(:sids))"),
+    # :forwards: a source id for each event leased to be forwarded
+    "touch": _TOUCH.format(sids="IN (SELECT value FROM json_each(:sids))",
+                           forwards="(SELECT count(*) FROM json_each(:forwards) "
+                                    "WHERE value = hook_sources.id)"),
 }
 
 
@@ -166,15 +193,16 @@ class Take:
         self.touch = Sql(text(sql["touch"]), dialect) if sqlite else None
 
     def run(self, steps: Any, holder: str, now: int, limit: int, ended: bool
-            ) -> tuple[list[tuple], list[tuple], int]:
-        """In the caller's Database.steps: the sources' rows, the leased events' rows, and
-        how many candidates there were."""
+            ) -> tuple[list[tuple], list[tuple], list[list]]:
+        """In the caller's Database.steps: the sources' rows (as locked, before the lease
+        wrote them), the leased events' rows, and the candidates ([event id, source id,
+        kind, order])."""
         kinds = (EXPIRED, DUE, ENDED, PROBE) if ended else (EXPIRED, DUE)
         params = {"now": now, "n": limit}
         found = steps.send([(self.candidates[k], params) for k in kinds])
         candidates = [list(row) for rows in found for row in rows]
         if not candidates:
-            return [], [], 0
+            return [], [], []
         sids = sorted({row[1] for row in candidates})
         probe_at = now + PROBE_SECONDS * SECOND
         lease = (self.lease, {"c": json.dumps(candidates), "now": now, "n": limit,
@@ -185,6 +213,45 @@ class Take:
         else:
             sources, leased = steps.send([locked, lease])
             served = sorted({row[2] for row in leased})  # hook_events' source_id
+            kind_of = {row[0]: row[2] for row in candidates}
+            forwards = [row[2] for row in leased if kind_of[row[0]] != ENDED]
             steps.send([(self.touch, {"now": now, "sids": json.dumps(served),
+                                      "forwards": json.dumps(forwards),
                                       "probe_at": probe_at})], last=True)
-        return sources, leased, len(candidates)
+        return sources, leased, candidates
+
+
+_INTERVAL, _TAT = (list(hook_sources.c.keys()).index(n) for n in ("rate_interval_us", "rate_tat"))
+
+
+def burst(interval: int) -> int:
+    """A rate's burst as the take's SQL reckons it: one second's worth, at least 1."""
+    return 1 if interval >= SECOND else (SECOND + interval // 2) // interval
+
+
+def next_slot(sources: list[tuple], candidates: list[list], leased: list[tuple], now: int
+              ) -> Optional[int]:
+    """When the earliest source whose rate held back some of its candidates in this take has
+    room again; None when no rate held any (the limit or max_in_flight did, or nothing was
+    left). Mirrors the lease's SQL: the source's new arrival time less its burst's tolerance,
+    which is after `now`."""
+    kind_of = {row[0]: row[2] for row in candidates}
+    offered: dict[int, int] = {}
+    for _, sid, kind, _ in candidates:
+        if kind != ENDED:
+            offered[sid] = offered.get(sid, 0) + 1
+    taken: dict[int, int] = {}
+    for row in leased:
+        if kind_of[row[0]] != ENDED:
+            taken[row[2]] = taken.get(row[2], 0) + 1
+    slots = []
+    for row in sources:
+        interval, k = row[_INTERVAL], taken.get(row[0], 0)
+        if interval is None or k >= offered.get(row[0], 0):
+            continue
+        tat = max(row[_TAT] or now, now)
+        debt_slots = -(-(tat - now) // interval)  # rounded up, as the SQL's
+        if k < burst(interval) - debt_slots:
+            continue  # the rate had room for more: something else held them
+        slots.append(tat + k * interval - (burst(interval) - 1) * interval)
+    return min(slots, default=None)
