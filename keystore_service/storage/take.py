@@ -85,8 +85,10 @@ def _candidates_pg(kind: int) -> str:
     """Each source's oldest events of `kind`, at most its room + 1 of them (the one more
     tells that some were left behind), locked; rows (event id, source id, kind, order)."""
     where, order, of_source = _KINDS[kind]
+    # a source its rate holds offers none, so it locks none that another relay would skip
+    # (and then forward a later event of it first)
     limit = _LIMITS[kind][0] if kind in _LIMITS else \
-        f"LEAST(:n, GREATEST(0, s.max_in_flight - {_IN_FLIGHT}))"
+        f"LEAST(:n, GREATEST(0, s.max_in_flight - {_IN_FLIGHT}), GREATEST(0, {_RATE_ROOM}))"
     return f"""
         SELECT f.id, s.id, {kind}, f.ord FROM hook_sources s
         CROSS JOIN LATERAL (
@@ -116,19 +118,27 @@ _EVENT_COLUMNS = ", ".join(c.name for c in hook_events.c)
 # candidates (expired leases first, then the oldest due); a paused source only those whose
 # window ended; then turn by turn, each tenant's next source's next event, tenants and
 # sources served longest ago first (ties by id); at most :n in all.
+# A due event of a source with a rate waits while an older due event of its source is left
+# out of this take's candidates (another relay holds it locked, PostgreSQL's SKIP LOCKED):
+# the other relay forwards that one first, so a rate's backlog goes in acceptance order.
+# Not for sources without a rate, whose events several relays forward side by side.
+_OLDER = (f"SELECT 1 FROM hook_events o WHERE o.source_id = c.sid AND o.state = {_QUEUED} "
+          "AND o.next_attempt_at <= :now AND (o.next_attempt_at < c.ord OR "
+          "(o.next_attempt_at = c.ord AND o.id < c.id)) AND o.id NOT IN (SELECT id FROM c)")
 _LEASE = f"""
     WITH c AS ({{candidates}}),
     src AS (
         SELECT s.id AS sid, s.tenant_id AS tid, COALESCE(s.last_taken_at, 0) AS last,
                {_PAUSED} AS paused, s.max_in_flight - {_IN_FLIGHT} AS slots,
-               {_RATE_ROOM} AS paced
+               {_RATE_ROOM} AS paced, s.rate_interval_us IS NOT NULL AS rated
         FROM hook_sources s WHERE s.id IN (SELECT sid FROM c)),
     fit AS (
         SELECT c.id, c.sid, c.kind, src.tid, src.last,
                CASE WHEN src.paused OR src.paced >= src.slots THEN src.slots
                     ELSE src.paced END AS room,
                row_number() OVER (PARTITION BY c.sid ORDER BY c.kind, c.ord, c.id) AS rn
-        FROM c JOIN src ON src.sid = c.sid WHERE c.kind = {ENDED} OR NOT src.paused),
+        FROM c JOIN src ON src.sid = c.sid WHERE (c.kind = {ENDED} OR NOT src.paused)
+            AND (NOT src.rated OR c.kind <> {DUE} OR NOT EXISTS ({_OLDER}))),
     turns AS (
         SELECT id, sid, kind, tid,
                row_number() OVER (PARTITION BY tid ORDER BY rn, last, sid) AS turn,
