@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Optional
 
 from keystore_service.domain import versions
-from keystore_service.domain.route_specs import RouteError, parse_filter
+from keystore_service.domain.route_specs import RouteError, parse_filter, parse_rate
 from keystore_service.domain.deliveries import DeliveryState as Delivery  # noqa: F401 (templates)
 from keystore_service.domain.records import SECOND, Micros
 from keystore_service.domain.sends import SendState as Send  # noqa: F401 (templates)
@@ -150,6 +150,23 @@ def destination_filter(source: Any) -> Optional[FilterShown]:
         return FilterShown(None, (), unreadable=True)
     types = None if f.event_types is None else tuple(_line(g) for g in f.event_types)
     return FilterShown(types, tuple(_condition(m) for m in f.match))
+
+
+def destination_pace(source: Any) -> Optional[str]:
+    """A destination's rate beside its max_in_flight, for a person, e.g. "5 a second, at most
+    4 at once" (the options' `forward.rate`, stored in the normal form); None without a rate
+    (the page says nothing new). A stored rate that does not read is said so, never an error
+    page."""
+    at_once = f"at most {source.max_in_flight:,} at once"
+    try:
+        given = source.options.get("forward", {}).get("rate")
+        if given is None:
+            return None
+        rate = parse_rate(given)
+    except (RouteError, ValueError, AttributeError):
+        return f"Rate: its stored form does not read; {at_once}"
+    unit = "second" if rate.per_seconds == 1 else "minute"
+    return f"Rate: {rate.count:,} a {unit}, {at_once}"
 
 
 def _condition(m: Any) -> Condition:
