@@ -63,6 +63,7 @@ from keystore_service.storage.sessions import SignIns
 from keystore_service.storage.settlements import ScopeSettlementStore
 from keystore_service.storage.sources import SourceStore
 from keystore_service.storage.traces import TraceStore
+from keystore_service.storage.versions import VersionStore
 from keystore_service.web.api.render import rfc3339
 from keystore_service.web.context import Keystore
 from keystore_service.web.ui.ui_session import MAX_SESSION_SECONDS, Sessions
@@ -146,7 +147,8 @@ def build_gateway(settings: Settings, database: db.Database, records: RecordStor
     outbound = Outbound(Policy(settings.hook_destinations, settings.hook_allow_link_local),
                         ca_certs=ca_bundle())
     forwarding = Forwarding(sources, events, records, reviews, sealer, clock,
-                            tenant_name, observed=observed, outbound=outbound)
+                            tenant_name, observed=observed, outbound=outbound,
+                            versions=VersionStore(database))
     listen_url = None if events.sqlite else db.libpq_url(settings.database_url)
     gateway = Gateway(sealer, Sources(sources, sealer, clock, outbound=outbound),
                       ingest, deliveries, forwarding, listen_url)

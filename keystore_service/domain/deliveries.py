@@ -14,6 +14,7 @@ class DeliveryState(StrEnum):
     DELIVERED = "delivered"  # a destination took it (delivered_at)
     FAILED = "failed"  # given up: waits for a person to redeliver it
     FILTERED = "filtered"  # the destination's filter does not take it: nothing was sent
+    SUPERSEDED = "superseded"  # a newer version of its key was delivered: nothing was sent
 
 
 DELIVERY_STATES = tuple(s.value for s in DeliveryState)  # in order: the filters' choices

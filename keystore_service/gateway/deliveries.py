@@ -81,8 +81,9 @@ class Deliveries:
         """Forward the event again: 409 in_progress while queued or being forwarded, 409
         already_completed for a delivered one without `force`, 409 body_dropped when its body
         is gone. A filtered one needs no `force` (nothing was sent, so nothing goes twice):
-        it is queued, and its destination's filter is applied again at its turn. Closes its
-        delivery_failed review (resolution `redelivered`)."""
+        it is queued, and its destination's filter is applied again at its turn; so does a
+        superseded one, compared again with its key's last delivered version at its turn.
+        Closes its delivery_failed review (resolution `redelivered`)."""
         now = self.clock()
         source = self.sources.named(tenant_id, source_name)
         if source is None:

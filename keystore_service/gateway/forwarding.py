@@ -2,7 +2,8 @@
 each to its destination, and settle the attempt in one transaction (the event's state, its
 attempt, its record, a review when it is given up, the source's pause and last error) only
 while the attempt still holds its lease. The relay (relay.py) runs this in threads. An event
-its destination's filter does not take when its turn comes is `filtered`: no request made."""
+its destination's filter does not take when its turn comes is `filtered`, one a newer version
+of its key was delivered before is `superseded` (gateway/ordering.py): no request made."""
 from __future__ import annotations
 
 import json
@@ -18,9 +19,14 @@ from requests.certs import where as ca_bundle
 from keystore_service.domain import records as domain
 from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.domain.records import SECOND, Micros, State
-from keystore_service.domain.routing import Filter
-from keystore_service.gateway import rules
+from keystore_service.domain.routing import Filter, Ordering
+from keystore_service.gateway import ordering, rules
 from keystore_service.gateway.destinations import Policy
+from keystore_service.gateway.endings import ENDS_WELL, PAUSED_PAST_WINDOW, UNSENT
+from keystore_service.gateway.endings import down as _down
+from keystore_service.gateway.endings import ending as _ending
+from keystore_service.gateway.endings import final as _final
+from keystore_service.gateway.endings import reason as _reason
 from keystore_service.gateway.outbound import Outbound
 from keystore_service.gateway.providers import standard
 from keystore_service.gateway.rules import Outcome
@@ -31,11 +37,9 @@ from keystore_service.storage.pauses import PauseChanged
 from keystore_service.storage.records import RecordStore
 from keystore_service.storage.reviews import ReviewStore
 from keystore_service.storage.sources import Source, SourceStore
+from keystore_service.storage.versions import VersionStore
 
 log = logging.getLogger("keystore.relay")
-# An attempt's error when its event's window ended during a pause ("the destination ...":
-# final, see _final).
-PAUSED_PAST_WINDOW = "the destination's pause outlasted the retry window"
 # The error of a forward of a source no configured key opens (its last_error, on the page).
 BROKEN = ("the source's secrets cannot be opened: KEYSTORE_SECRET_KEY lacks the key that "
           "sealed them")
@@ -48,9 +52,6 @@ LEASE_END_MARGIN_SECONDS = 5
 # successes (a 500 for that event only), not an outage: without the bound, each success
 # would make that event due again, and it would be retried as often as the others succeed.
 RECOVERY_AFTER_SECONDS = 5
-# The errors of attempts that made no forward: they say nothing of the destination.
-NOT_TRIED = frozenset({PAUSED_PAST_WINDOW, "the body is no longer kept",
-                       "the lease ran out before the forward"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,8 @@ class Result:
     duration_ms: int
     marked: bool = True  # the answer carried the destination's delivered_header (if any)
     filtered: bool = False  # the destination's filter does not take it: nothing was sent
+    superseded: bool = False  # a newer version of its key was delivered: nothing was sent
+    by: Optional[str] = None  # then: the event id of that version (None: forgotten)
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +85,7 @@ class Route:
     broken: bool = False  # no configured key opens the source's secrets (issue 25)
     filter: Optional[Filter] = None  # the destination's, parsed once; None: takes every event
     unusable: Optional[str] = None  # why the stored filter cannot be read (then: retried)
+    ordering: Optional[Ordering] = None  # newer_wins, parsed once (gateway/ordering.py)
 
 
 class Forwarding:
@@ -89,7 +93,8 @@ class Forwarding:
                  reviews: ReviewStore, sealer: Sealer, clock: Callable[[], Micros],
                  tenant_name: Callable[[int], str], allow_link_local: bool = False,
                  random: Callable[[], float] = _random.random,
-                 observed: Any = None, outbound: Optional[Outbound] = None):
+                 observed: Any = None, outbound: Optional[Outbound] = None,
+                 versions: Optional[VersionStore] = None):
         self.sources, self.events, self.records, self.reviews = sources, events, records, \
             reviews
         self.sealer, self.clock, self.tenant_name = sealer, clock, tenant_name
@@ -101,6 +106,7 @@ class Forwarding:
         self.outbound = outbound or Outbound(Policy("any", allow_link_local),
                                              ca_certs=ca_bundle())
         self._routes: dict[tuple[str, str], Route] = {}
+        self.versions = versions  # None: orderings are not kept (no store to keep them)
 
     def take(self, holder: str, limit: int) -> list[Job]:
         """Up to `limit` due events, each now leased to `holder`."""
@@ -158,12 +164,18 @@ class Forwarding:
     def screen(self, job: Job) -> Optional[Result]:
         """The destination's filter (read at the event's turn: a PATCH meanwhile applies):
         a filtered Result when it does not take the event, an error (retried, as a broken
-        key's) when the stored filter cannot be read, None when the event goes on."""
+        key's) when the stored filter cannot be read, None when the event goes on. Then
+        its ordering: a superseded Result when a version of its key at least as new was
+        delivered (compared now: one delivered while this event waited counts)."""
         route = self.route(job.source)
         if route.unusable is not None:
             return Result(None, route.unusable, "", None, 0)
         if not rules.takes(route.filter, job.event.event_type, job.event.body):
             return Result(None, None, "", None, 0, filtered=True)
+        keyed = self.versions and ordering.keyed(route.ordering, job.event.body)
+        last = keyed and self.versions.last(job.event.tenant_id, job.source.id, keyed.key)
+        if last and keyed.newer_than(last[0]) is False:
+            return Result(None, None, "", None, 0, superseded=True, by=last[1])
         return None
 
     def route(self, source: Source) -> Route:
@@ -174,13 +186,15 @@ class Forwarding:
                 self._routes.clear()
             forward = source.options.get("forward", {})
             given, unusable = rules.read_filter(forward)
+            order = ordering.read_ordering(forward)
             try:
                 sealed = self.sealer.open(source.sealed)
             except ValueError:  # a key since removed: its forwards fail and are retried
-                return Route(None, {}, forward, broken=True, filter=given, unusable=unusable)
+                return Route(None, {}, forward, broken=True, filter=given, unusable=unusable,
+                             ordering=order)
             found = self._routes[key] = Route(sealed.get("destination_secret"),
                                               sealed.get("headers") or {}, forward,
-                                              filter=given, unusable=unusable)
+                                              filter=given, unusable=unusable, ordering=order)
         return found
 
     def forward(self, job: Job) -> Result:
@@ -243,11 +257,13 @@ class Forwarding:
             for (job, result, outcome, next_at, _), _ in slow:
                 if self._write(steps.cursor(), job, holder, result, outcome, next_at, now):
                     out[job.event.id] = outcome
+            self._advance(steps, [job for job, *_ in plans
+                                  if out.get(job.event.id) is Outcome.DELIVERED], now)
             last_error: dict[int, Optional[str]] = {}  # per source: its newest attempt's
             pauses: dict[int, Micros] = {}
             health: dict[int, Health] = {}
             for job, result, outcome, _, after in plans:
-                if job.event.id in out and outcome is not Outcome.FILTERED:  # it says nothing
+                if job.event.id in out and outcome not in UNSENT:  # it says nothing
                     sid = job.source.id
                     last_error[sid] = _reason(outcome, result)
                     if rules.pauses_source(result.status, after):
@@ -265,6 +281,15 @@ class Forwarding:
                     self.observed.forward(job.tenant, job.source.name,
                                           out[job.event.id].value, result.duration_ms / 1000)
         return out
+
+    def _advance(self, steps: Any, delivered: list[Job], now: Micros) -> None:
+        """The delivered events' versions become their keys' last (when newer), in the
+        settle's transaction; keys in order, so two relays' locks cannot cross."""
+        keyed = [(job, k) for job in delivered if self.versions
+                 and (k := ordering.keyed(self.route(job.source).ordering, job.event.body))]
+        for job, k in sorted(keyed, key=lambda jk: (jk[0].source.id, jk[1].key)):
+            self.versions.advance(steps.cursor(), job.event.tenant_id, job.source.id, k.key,
+                                  k.text, job.event.id, now, k.newer_than)
 
     @staticmethod
     def _health(health: dict[int, Health], job: Job, outcome: Outcome, result: Result,
@@ -285,7 +310,7 @@ class Forwarding:
                  next_at: Optional[Micros], _after: Optional[Micros]
                  ) -> Optional[tuple[Any, dict]]:
         """The settle of an attempt that opens no review as one statement (PostgreSQL)."""
-        ends = outcome in (Outcome.DELIVERED, Outcome.FILTERED)
+        ends = outcome in ENDS_WELL
         return self.events.settled(
             job.event, holder, _STATES[outcome], now, next_at, result.duration_ms,
             result.status, result.error, result.answer,
@@ -296,8 +321,8 @@ class Forwarding:
               ) -> tuple[Outcome, Optional[Micros], Optional[Micros]]:
         """What an answer means: the outcome, the next attempt's time if any, and how long
         the destination asked to be left alone (Retry-After)."""
-        if result.filtered:
-            return Outcome.FILTERED, None, None
+        if result.filtered or result.superseded:
+            return Outcome.FILTERED if result.filtered else Outcome.SUPERSEDED, None, None
         forward = self.route(job.source).forward
         outcome = rules.classify(result.status, forward.get("retry_statuses", ()),
                                  result.marked) if result.error is None or \
@@ -320,7 +345,7 @@ class Forwarding:
         state = _STATES[outcome]
         if not self.events.settle(cur, event, holder, state, now, next_at):
             return False
-        if outcome is not Outcome.FILTERED:  # a filtered event made no forward
+        if outcome not in UNSENT:  # a filtered or superseded event made no forward
             self.events.record_attempt(cur, event, now, result.duration_ms, result.status,
                                        result.error, result.answer)
         if outcome is not Outcome.RETRY:
@@ -332,7 +357,7 @@ class Forwarding:
         seen = self.records.by_id(cur, event.record_id)
         if seen is None or seen.state != State.IN_PROGRESS.value:
             return  # a person settled it meanwhile: theirs stands
-        delivered = outcome in (Outcome.DELIVERED, Outcome.FILTERED)
+        delivered = outcome in ENDS_WELL
         state = State.SUCCEEDED.value if delivered else State.FAILED.value
         changes = {"state": state, "lease_expires_at": None, "result_resource_id": None,
                    "result": _ending(outcome, result)}
@@ -349,23 +374,8 @@ class Forwarding:
 
 _STATES = {Outcome.DELIVERED: DeliveryState.DELIVERED.value,  # an attempt's outcome: its state
            Outcome.RETRY: DeliveryState.QUEUED.value, Outcome.FAILED: DeliveryState.FAILED.value,
-           Outcome.FILTERED: DeliveryState.FILTERED.value}
-
-
-def _ending(outcome: Outcome, result: Result) -> str:
-    """The record's result once the event is delivered, filtered or given up."""
-    if outcome is Outcome.FILTERED:
-        return rules.filtered_result()
-    return rules.result_of(result.status, result.answer,
-                           None if outcome is Outcome.DELIVERED else result.error)
-
-
-def _reason(outcome: Outcome, result: Result) -> Optional[str]:
-    """The source's last error after this attempt: None when it was delivered."""
-    if outcome is Outcome.DELIVERED:
-        return None
-    return result.error or f"HTTP {result.status}" + (
-        "" if result.marked else " without the delivered header")
+           Outcome.FILTERED: DeliveryState.FILTERED.value,
+           Outcome.SUPERSEDED: DeliveryState.SUPERSEDED.value}
 
 
 def window_end(event: Event, source: Source) -> Micros:
@@ -379,21 +389,6 @@ def window_end(event: Event, source: Source) -> Micros:
     if until is None:
         return 2 ** 63 - 1
     return end + max(0, until - max(began, event.window_start))
-
-
-def _down(outcome: Outcome, result: Result) -> bool:
-    """The attempt says the destination fails: no answer (a refused connection, a
-    timeout), or an answer that is retried or a 5xx."""
-    if outcome is Outcome.DELIVERED or result.error in NOT_TRIED:
-        return False
-    if result.status is None:
-        return not _final(result.error or "")
-    return outcome is Outcome.RETRY or result.status >= 500
-
-
-def _final(error: str) -> bool:
-    """An error that no retry can mend (a refused destination, a body that is gone)."""
-    return error.startswith("the destination") or error.startswith("the body")
 
 
 def _ms(started: float) -> int:

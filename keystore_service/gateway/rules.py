@@ -78,6 +78,7 @@ class Outcome(StrEnum):
     RETRY = "retry"
     FAILED = "failed"
     FILTERED = "filtered"  # the destination's filter does not take it: no request was made
+    SUPERSEDED = "superseded"  # a newer version of its key was delivered: no request was made
 
 
 RETRYABLE = frozenset({408, 409, 425, 429})

@@ -99,7 +99,7 @@ class Metrics(ClaimObserver):
 
     def forward(self, tenant: str, source: str, outcome: str, seconds: float) -> None:
         HOOK_FORWARDS.labels(tenant, source, outcome).inc()
-        if outcome != "filtered":  # nothing was sent: no destination's answer to time
+        if outcome not in ("filtered", "superseded"):  # nothing sent: no answer to time
             FORWARD_DURATION.labels(tenant, source).observe(seconds)
 
     def settlement(self, tenant: str, scope: str, outcome: str) -> None:

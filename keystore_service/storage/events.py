@@ -22,7 +22,9 @@ from keystore_service.storage.tables import (attempts, hook_attempts, hook_event
 
 E, A, S = hook_events.c, hook_attempts.c, hook_sources.c
 ATTEMPTS_SHOWN = 20  # per delivery in a listing: the newest; the count says how many more
-REDELIVERABLE = (Q.DELIVERED.value, Q.FAILED.value, Q.FILTERED.value)  # settled states
+REDELIVERABLE = (Q.DELIVERED.value, Q.FAILED.value, Q.FILTERED.value,  # settled states
+                 Q.SUPERSEDED.value)
+UNSENT = (Q.FILTERED.value, Q.SUPERSEDED.value)  # settled without a forward
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +96,7 @@ class HookStore:
         self._attempt = Sql(hook_attempts.insert().values(
             {c.name: bindparam(c.name) for c in hook_attempts.c if c.name != "id"}), d)
         # An attempt's result is written only while it still holds the lease it took; a
-        # filtered event's take made no forward: its count is given back.
+        # filtered or superseded event's take made no forward: its count is given back.
         self._settle = Sql(update(hook_events).where(*_leased()).values(
             state=bindparam("state"), next_attempt_at=bindparam("next_at"),
             delivered_at=bindparam("delivered_at"), lease_holder=null(), lease_until=null(),
@@ -120,11 +122,11 @@ class HookStore:
             state=Q.QUEUED.value, window_start=bindparam("now"), next_attempt_at=bindparam("now"),
             delivered_at=null()).returning(*hook_events.c), d)
         keep = select(S.keep_body_seconds).where(S.id == E.source_id).scalar_subquery()
-        self._drop = Sql(update(hook_events).where(  # a filtered event: from its acceptance
+        self._drop = Sql(update(hook_events).where(  # one not sent: from its acceptance
             E.body.is_not(None), or_(
                 and_(E.state == Q.DELIVERED.value,
                      E.delivered_at <= bindparam("now") - keep * SECOND),
-                and_(E.state == Q.FILTERED.value,
+                and_(or_(*(E.state == s for s in UNSENT)),
                      E.received_at <= bindparam("now") - keep * SECOND)))
             .values(body=null(), body_dropped_at=bindparam("now")), d)
 
@@ -186,13 +188,14 @@ class HookStore:
 
     def settle(self, cur: Any, event: Event, holder: str, state: str, now: Micros,
                next_at: Optional[Micros]) -> bool:
-        """Write an attempt's end (queued again, delivered, failed, or filtered: no forward
-        was made, and `attempts` no longer counts the take's) if the attempt still holds its
-        lease; False when it was taken over meanwhile (its result is dropped)."""
+        """Write an attempt's end (queued again, delivered, failed, or filtered or
+        superseded: no forward was made, and `attempts` no longer counts the take's) if the
+        attempt still holds its lease; False when it was taken over meanwhile (its result is
+        dropped)."""
         return self._settle.one(cur, {
             "eid": event.id, "holder": holder, "attempt": event.attempts, "state": state,
             "next_at": next_at, "delivered_at": now if state == Q.DELIVERED else None,
-            "given_back": int(state == Q.FILTERED)}) is not None
+            "given_back": int(state in UNSENT)}) is not None
 
     def settled(self, event: Event, holder: str, state: str, now: Micros,
                 next_at: Optional[Micros], duration_ms: int, status: Optional[int],
@@ -205,7 +208,7 @@ class HookStore:
         the record's compare-and-set one by one."""
         if self.sqlite:
             return None
-        filtered = state == Q.FILTERED
+        filtered = state in UNSENT
         params = {"eid": event.id, "holder": holder, "attempt": event.attempts,
                   "state": state, "next_at": next_at,
                   "delivered_at": now if state == Q.DELIVERED else None, "now": now,
@@ -245,8 +248,9 @@ class HookStore:
         return Event(*row) if row else None
 
     def drop_old_bodies(self, cur: Any, now: Micros) -> int:
-        """Delivered events keep their body keep_body_seconds after delivery, filtered ones
-        after their acceptance (none would otherwise ever drop it); then only its fingerprint."""
+        """Delivered events keep their body keep_body_seconds after delivery, filtered and
+        superseded ones after their acceptance (none would otherwise ever drop it); then only
+        its fingerprint."""
         return self._drop.run(cur, {"now": now}).rowcount
 
     def page(self, tenant_id: int, source: Optional[str], state: Optional[str],

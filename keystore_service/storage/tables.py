@@ -374,5 +374,5 @@ hook_attempts = Table(
 
 # The tables of other modules on this metadata; claims v1.1's late repeats and kept
 # payloads (late_tables.py) stay importable from here, as before.
-from keystore_service.storage import alert_tables, bulk_tables, send_tables  # noqa: E402,F401 (their tables)
+from keystore_service.storage import alert_tables, bulk_tables, route_tables, send_tables  # noqa: E402,F401 (their tables)
 from keystore_service.storage.late_tables import kept_payloads, late_repeats, late_traces  # noqa: E402,F401

@@ -348,7 +348,7 @@ def test_a_relays_forwards_that_end_together_share_a_commit(gw_app, gw):
         while relay.counts["delivered"] < 8 and time.monotonic() - started < 15:
             time.sleep(0.01)
         assert relay.counts == {"delivered": 8, "retry": 0, "failed": 0, "filtered": 0,
-                                "lost_lease": 0}
+                                "superseded": 0, "lost_lease": 0}
         assert relay._settles.members == 8 and relay._settles.groups < 8
         assert {delivery(gw, f"e{n}")["state"] for n in range(8)} == {"delivered"}
         assert {record(gw, f"e{n}")["state"] for n in range(8)} == {"succeeded"}
@@ -385,7 +385,7 @@ def test_a_forwards_slot_is_free_while_its_end_is_written(gw_app, gw, sink, monk
         while relay.counts["delivered"] < 2 and time.monotonic() - started < 10:
             time.sleep(0.01)
         assert relay.counts == {"delivered": 2, "retry": 0, "failed": 0, "filtered": 0,
-                                "lost_lease": 0}
+                                "superseded": 0, "lost_lease": 0}
         assert {delivery(gw, f"e{n}")["state"] for n in range(2)} == {"delivered"}
     finally:
         gate.set()

@@ -254,3 +254,73 @@ def test_0016_adds_a_sources_rate_and_its_downgrade_drops_it_from_the_options(ow
                                    hook_sources.c.rate_tat).order_by(hook_sources.c.id)
                             ).all() == [(1, None, None), (2, None, None)]
     e.dispose()
+
+
+def test_0017_adds_superseded_and_the_versions_and_its_downgrade_undoes_them(own_url):
+    """0017 up and down with rows on both backends: `superseded` is a state and
+    hook_versions a table at 0017 only; a downgrade makes each superseded event delivered
+    (delivered_at still null), drops the stored versions and takes the `ordering` out of the
+    forward options (0016 knows none), the other events, options and attempts kept."""
+    import json
+
+    from sqlalchemy import inspect, select, text
+
+    from keystore_service.storage.route_tables import hook_versions
+    from keystore_service.storage.tables import hook_attempts, hook_events, hook_sources
+    forward = {"filter": {"event_types": ["a.*"]},
+               "ordering": {"key": "/id", "mode": "newer_wins", "version": "/v"}}
+    engine = create_engine(normalise_url(own_url))
+    with engine.begin() as conn:
+        conn.execute(insert(tenants).values(id=1, name="t", created_at=0))
+        conn.execute(insert(hook_sources).values(
+            id=1, tenant_id=1, name="s", provider="generic", ingest_hash="h", sealed="x",
+            config=json.dumps({"forward": forward}), destination_url="http://127.0.0.1/",
+            timeout_seconds=10, ttl_seconds=999999, retry_window_seconds=3600,
+            max_in_flight=4, keep_body_seconds=0, state="active", created_at=0, updated_at=0))
+        for n, state in ((1, "superseded"), (2, "delivered")):
+            conn.execute(insert(records).values(row(scope="hook:s", key=f"e{n}", id=n)))
+            conn.execute(insert(hook_events).values(
+                tenant_id=1, source_id=1, record_id=n, event_id=f"e{n}", state=state,
+                headers="[]", received_at=n, window_start=n, attempts=n - 1, body=b"{}",
+                delivered_at=5 if n == 2 else None))
+        conn.execute(insert(hook_attempts).values(event_pk=2, number=1, at=5, duration_ms=3,
+                                                  status_code=200))
+        conn.execute(insert(hook_versions).values(tenant_id=1, source_id=1,
+                                                  ordering_key="sha256:" + "a" * 64,
+                                                  version=str(2 ** 63), event_pk=2, at=5))
+        with pytest.raises(IntegrityError), conn.begin_nested():  # one version per key
+            conn.execute(insert(hook_versions).values(tenant_id=1, source_id=1,
+                                                      ordering_key="sha256:" + "a" * 64,
+                                                      version="1", event_pk=1, at=6))
+        with pytest.raises(IntegrityError), conn.begin_nested():
+            conn.execute(text("UPDATE hook_events SET state = 'bogus' WHERE id = 1"))
+    engine.dispose()
+
+    def look() -> tuple:
+        e = create_engine(normalise_url(own_url))
+        with e.connect() as conn:
+            events = [tuple(r) for r in conn.execute(select(
+                hook_events.c.event_id, hook_events.c.state, hook_events.c.delivered_at)
+                .order_by(hook_events.c.id))]
+            attempts = [tuple(r) for r in conn.execute(select(hook_attempts.c.event_pk))]
+            config = json.loads(conn.execute(text("SELECT config FROM hook_sources")).scalar())
+            tables = set(inspect(conn).get_table_names())
+        e.dispose()
+        return events, attempts, config, tables
+    _to(own_url, "0016_delivery_rates", down=True)
+    events, attempts, config, tables = look()
+    assert events == [("e1", "delivered", None), ("e2", "delivered", 5)] and attempts == [(2,)]
+    assert config == {"forward": {"filter": {"event_types": ["a.*"]}}}
+    assert "hook_versions" not in tables
+    e = create_engine(normalise_url(own_url))
+    with pytest.raises(IntegrityError), e.begin() as conn:  # 0016 knows no superseded
+        conn.execute(text("UPDATE hook_events SET state = 'superseded' WHERE id = 1"))
+    e.dispose()
+    _to(own_url, "0017_ordering")
+    assert migrate.revision(own_url) == "0017_ordering"
+    e = create_engine(normalise_url(own_url))
+    with e.begin() as conn:  # a superseded event again, as the relay writes one
+        conn.execute(text("UPDATE hook_events SET state = 'superseded' WHERE id = 1"))
+        assert conn.execute(select(hook_versions)).all() == []  # none came back
+    e.dispose()
+    assert look()[0][0] == ("e1", "superseded", None)
