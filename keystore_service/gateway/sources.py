@@ -368,6 +368,9 @@ def _rate(given: Any) -> dict:
     """A destination's rate in its normal form ({"per_second": n} or {"per_minute": n});
     InvalidRequest naming the field (destination.rate.per_second: ...) for one route_specs
     refuses."""
+    if isinstance(given, dict):  # JSON has one number type: 5.0 is 5, as Int reads it
+        given = {k: int(v) if isinstance(v, float) and v.is_integer() else v
+                 for k, v in given.items()}
     try:
         rate = route_specs.parse_rate(given, at="destination.rate")
     except route_specs.RouteError as exc:

@@ -42,10 +42,12 @@ def test_a_rate_is_stored_and_shown_with_its_interval(gw, gw_app):
     assert gw.get("/v1/sources")[1]["sources"][0]["destination"]["rate"] == {"per_second": 5}
     assert _stored(gw_app) == ({"per_second": 5}, 200_000, None)
     for rate, interval in (({"per_minute": 30}, 2_000_000), ({"per_second": 7}, 142_858),
+                           ({"per_second": 4.0}, 250_000),  # 4.0 is 4, as every Int reads it
                            ({"per_minute": 1}, 60_000_000), ({"per_second": 1_000_000}, 1)):
         status, body = _patch(gw, {"destination": {"url": SINK, "rate": rate}})
         assert status == 200 and body["source"]["destination"]["rate"] == rate, body
         assert _stored(gw_app) == (rate, interval, None)
+        assert all(type(n) is int for n in _stored(gw_app)[0].values())
     # another field's PATCH leaves the destination, and so its rate, as it is
     assert _patch(gw, {"max_in_flight": 2})[0] == 200
     assert _source(gw)["destination"]["rate"] == {"per_second": 1_000_000}
