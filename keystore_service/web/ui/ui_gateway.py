@@ -118,7 +118,20 @@ def hook_event():
                            headers=_pairs(_json_value(detail.event.headers)),
                            body=ui_bodies.shown(detail.event.body),
                            paused=paused_of(detail.source, _gateway().sources.clock()),
-                           done=DONE.get(request.args.get("done") or ""))
+                           done=DONE.get(request.args.get("done") or ""),
+                           superseded_by=_superseded_by(detail))
+
+
+def _superseded_by(detail) -> Optional[str]:
+    """The event id a superseded event's record names as the version delivered before it
+    (gateway/ordering.py); None for another state, or when that event is forgotten."""
+    if detail.event.state != DeliveryState.SUPERSEDED or not detail.record.result:
+        return None
+    try:
+        by = json.loads(detail.record.result).get("by")
+    except (ValueError, AttributeError):
+        return None
+    return by if isinstance(by, str) else None
 
 
 def hook_redeliver():
