@@ -88,7 +88,7 @@ class Forward:
         parts = {"key": self.ordering_key, "version": self.ordering_version}
         if self.ordering is None:
             if any(v is not None for v in parts.values()):
-                raise click.BadParameter("give --ordering (a mode such as newer_wins) too",
+                raise click.BadParameter("give --ordering (serial or newer_wins) too",
                                          param_hint="--ordering-key/--ordering-version")
             return None
         if self.ordering.lstrip().startswith("{"):
@@ -140,7 +140,8 @@ FORWARD = (
                  help='Which events it takes, e.g. \'{"event_types": ["invoice.*"]}\' '
                       '(docs/webhooks/README.md); without it: every event.'),
     click.option("--ordering", default=None, metavar="MODE|JSON",
-                 help="newer_wins (with --ordering-key and --ordering-version), or the whole "
+                 help="serial (with --ordering-key), newer_wins (with --ordering-key and "
+                      "--ordering-version), or the whole "
                       'ordering as JSON, e.g. \'{"key": "/data/object/id", "mode": '
                       '"newer_wins", "version": "/created"}\'; without it: none.'),
     click.option("--ordering-key", default=None, metavar="POINTER",

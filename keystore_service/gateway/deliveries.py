@@ -25,6 +25,7 @@ class Delivery:
     source: str
     event: Event
     attempts: list[Attempt]
+    waiting_on: Optional[str] = None  # the event id a serial destination holds it behind
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +39,7 @@ class Detail:
     attempts: list[Attempt]
     record: Record
     reviews: list[Review]
+    waiting_on: Optional[str] = None  # as Delivery's
 
 
 class Deliveries:
@@ -57,7 +59,8 @@ class Deliveries:
         after = _decode(cursor) if cursor else None
         rows, attempts = self.events.page(tenant_id, source, state, event_id, limit + 1, after,
                                           event_type)
-        out = [Delivery(name, event, attempts.get(event.id, [])) for name, event in rows[:limit]]
+        out = [Delivery(name, event, attempts.get(event.id, []), waiting)
+               for name, event, waiting in rows[:limit]]
         last = out[-1].event if out else None
         return out, (_encode(last.received_at, last.id) if len(rows) > limit and last else None)
 
@@ -74,7 +77,8 @@ class Deliveries:
                 raise errors.NotFound("no such event of this source")
             attempts = self.events.attempts_of(cur, [event.id]).get(event.id, [])
             reviews = self.reviews.open_of(cur, record.id)
-        return Detail(source, event, attempts, record, reviews)
+            waiting = self.events.waiting_on(cur, event)
+        return Detail(source, event, attempts, record, reviews, waiting)
 
     def redeliver(self, tenant_id: int, source_name: str, event_id: str,
                   force: bool = False) -> Delivery:

@@ -30,7 +30,7 @@ from keystore_service.domain import records as domain
 from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.domain.records import SECOND, Micros, Record
 from keystore_service.domain.upkeep import claim_changes
-from keystore_service.gateway import providers, rules
+from keystore_service.gateway import ordering, providers, rules
 from keystore_service.gateway.admission import Admission
 from keystore_service.gateway.held import held_kept
 from keystore_service.gateway.notify import Notifier
@@ -172,7 +172,8 @@ class Ingest:
                  "state": DeliveryState.QUEUED.value, "body": body, "headers": json.dumps(headers),
                  "received_at": now, "window_start": now, "next_attempt_at": now,
                  "attempts": 0, "lease_holder": None, "lease_until": None,
-                 "delivered_at": None, "body_dropped_at": None, "event_type": event_type}
+                 "delivered_at": None, "body_dropped_at": None, "event_type": event_type,
+                 "ordering_key": ordering.serial_key(source.config, body)}
         # The usual cases first: a new event id, or a plain repeat.
         if self.groups is not None:
             arrival = self.groups.submit(_key(values), (values, event))

@@ -1,4 +1,11 @@
-"""A destination's ordering per key in the relay (CONTRACT.md "Routing", newer_wins): at an
+"""A destination's ordering per key (CONTRACT.md "Routing").
+
+serial: each event's key is read from its body when it is accepted (serial_key, kept in
+hook_events.ordering_key), and the take holds an event while an earlier one of its key is
+queued or being forwarded (storage/take.py); an event without a key (none at the pointer, a
+body that is not JSON) is not held and holds none.
+
+newer_wins: at an
 event's turn, after its filter, an event whose version is not newer than the last delivered
 one of its key is `superseded` (nothing is sent); when one is delivered, its version becomes
 the key's last, in the same transaction (storage/versions.py). What cannot be compared goes
@@ -7,7 +14,9 @@ the stored one (routing.newer is None), is forwarded, never dropped unseen; so i
 of a source whose stored ordering does not read (left by other limits)."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Optional
 
 from keystore_service.domain import canonical, route_specs
@@ -45,6 +54,25 @@ def read_ordering(forward: dict) -> Optional[Ordering]:
     except route_specs.RouteError:
         return None
     return parsed if parsed.mode is OrderingMode.NEWER_WINS else None
+
+
+def serial_key(config: str, body: bytes) -> Optional[str]:
+    """The event's key digest (routing.ordering_key) under its source's destination when
+    that orders `serial` (`config`: the source's stored options); None otherwise."""
+    pointer = _serial_pointer(config)
+    return None if pointer is None else ordering_key(body, pointer)
+
+
+@lru_cache(maxsize=1024)
+def _serial_pointer(config: str) -> Optional[str]:
+    """The key pointer of a serial destination's stored ordering; None for any other (or
+    one that does not read: its events are not held)."""
+    given = json.loads(config).get("forward", {}).get("ordering")
+    try:
+        parsed = route_specs.parse_ordering(given) if given is not None else None
+    except route_specs.RouteError:
+        return None
+    return parsed.key if parsed is not None and parsed.mode is OrderingMode.SERIAL else None
 
 
 def keyed(ordering: Optional[Ordering], body: Optional[bytes]) -> Optional[Keyed]:

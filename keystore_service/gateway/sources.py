@@ -169,6 +169,8 @@ class Sources:
         changes["sealed"] = self.sealer.seal(sealed)
         with self.store.transaction() as cur:
             self.store.change(cur, source, changes, self.clock())
+            if _serial(config) != _serial(source.options):
+                self.store.unkey(cur, source)  # held by the serial ordering it had no more
         return self.get(tenant_id, name)
 
     def resume(self, tenant_id: int, name: str) -> Shown:
@@ -342,18 +344,19 @@ def _forward(dest: Any) -> dict:
 
 
 def _ordering(given: Any) -> Ordering:
-    """A destination's ordering read by route_specs; `serial` is refused until the relay
-    keeps it (issue 29: newer_wins first)."""
+    """A destination's ordering read by route_specs."""
     at = "destination.ordering"
     try:
         parsed = route_specs.parse_ordering(given, at=at)
     except route_specs.RouteError as exc:
         raise errors.InvalidRequest(str(exc), details={"field": at}) from None
-    if parsed.mode is OrderingMode.SERIAL:
-        raise errors.InvalidRequest(f"{at}.mode: serial is not supported yet: use newer_wins "
-                                    "(with a version pointer) or no ordering",
-                                    details={"field": at})
     return parsed
+
+
+def _serial(config: dict) -> Optional[str]:
+    """The key pointer of a serial ordering in `config` (stored options), or None."""
+    given = config.get("forward", {}).get("ordering") or {}
+    return given.get("key") if given.get("mode") == OrderingMode.SERIAL.value else None
 
 
 def _check_ttl(ttl: int, retry_window: int) -> None:

@@ -7,18 +7,16 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any, Optional
 
-from sqlalchemy import Boolean, and_, bindparam, delete, func, insert, null, or_, select, update
-from sqlalchemy.dialects import postgresql
+from sqlalchemy import and_, bindparam, case, delete, func, null, or_, select, update
 
 from keystore_service.domain.deliveries import DeliveryState as Q
 from keystore_service.domain.records import SECOND, Micros, Record
 from keystore_service.storage.bulk_sql import type_glob
 from keystore_service.storage.db import Database
-from keystore_service.storage.records import INSERT_COLUMNS, insert_or_count
+from keystore_service.storage.event_sql import claim_and_add_sql, leased, settled_sql
 from keystore_service.storage.sql import Sql
 from keystore_service.storage.take import Take, next_slot
-from keystore_service.storage.tables import (attempts, hook_attempts, hook_events,
-                                             hook_sources, records)
+from keystore_service.storage.tables import hook_attempts, hook_events, hook_sources
 
 E, A, S = hook_events.c, hook_attempts.c, hook_sources.c
 ATTEMPTS_SHOWN = 20  # per delivery in a listing: the newest; the count says how many more
@@ -46,6 +44,17 @@ class Event:
     delivered_at: Optional[Micros]
     body_dropped_at: Optional[Micros]
     event_type: Optional[str] = None  # the provider's name for it (0013), None if it has none
+    ordering_key: Optional[str] = None  # its key under a serial destination (0018), or None
+
+
+# A serial destination's queued event waits on the earliest earlier event of its key that is
+# queued or being forwarded (storage/take.py holds it): that one's event id, or null.
+_O = hook_events.alias("o")
+_WAITING_ON = case((and_(E.state == Q.QUEUED.value, E.ordering_key.is_not(None)), select(
+    _O.c.event_id).where(_O.c.source_id == E.source_id, _O.c.ordering_key == E.ordering_key,
+                         _O.c.id < E.id,
+                         or_(_O.c.state == Q.QUEUED.value, _O.c.state == Q.DELIVERING.value))
+    .order_by(_O.c.id).limit(1).scalar_subquery())).label("waiting_on")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,16 +88,17 @@ class HookStore:
         cols = [f.name for f in fields(Event) if f.name != "id"]
         self._add = Sql(hook_events.insert().values({n: bindparam(n) for n in cols})
                         .returning(*hook_events.c), d)
-        self._claim_and_add = None if db.sqlite else Sql(_claim_and_add(), d)
+        self._claim_and_add = None if db.sqlite else Sql(claim_and_add_sql(), d)
         self._add_quietly = Sql(hook_events.insert().values(  # executemany: no RETURNING
             {n: bindparam(n) for n in cols}), d).text
+        self._waiting_on = Sql(select(_WAITING_ON).where(E.id == bindparam("id")), d)
         self._of_record = Sql(select(hook_events).where(E.record_id == bindparam("rid")), d)
         self._by_id = Sql(select(hook_events).where(E.id == bindparam("id")), d)
         self._reset = Sql(update(hook_events).where(E.id == bindparam("eid")).values(
             {n: bindparam(n) for n in ("state", "body", "headers", "received_at",
                                        "window_start", "next_attempt_at", "attempts",
                                        "lease_holder", "lease_until", "delivered_at",
-                                       "body_dropped_at", "event_type")}
+                                       "body_dropped_at", "event_type", "ordering_key")}
         ).returning(*hook_events.c), d)
         self._forget = Sql(delete(hook_attempts).where(A.event_pk == bindparam("eid")), d)
         # The take (storage/take.py): fair across tenants and sources, in two round trips.
@@ -97,13 +107,13 @@ class HookStore:
             {c.name: bindparam(c.name) for c in hook_attempts.c if c.name != "id"}), d)
         # An attempt's result is written only while it still holds the lease it took; a
         # filtered or superseded event's take made no forward: its count is given back.
-        self._settle = Sql(update(hook_events).where(*_leased()).values(
+        self._settle = Sql(update(hook_events).where(*leased()).values(
             state=bindparam("state"), next_attempt_at=bindparam("next_at"),
             delivered_at=bindparam("delivered_at"), lease_holder=null(), lease_until=null(),
             attempts=E.attempts - bindparam("given_back")).returning(E.id), d)
         if not db.sqlite:
-            self._settled = Sql(_settled(ended=False), d)
-            self._settled_ended = Sql(_settled(ended=True), d)
+            self._settled = Sql(settled_sql(ended=False), d)
+            self._settled_ended = Sql(settled_sql(ended=True), d)
         self._error = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             last_error=bindparam("error"), last_error_at=bindparam("now")), d)
         # A success clears the source's last error, and touches its row only if it has one:
@@ -256,14 +266,15 @@ class HookStore:
     def page(self, tenant_id: int, source: Optional[str], state: Optional[str],
              event_id: Optional[str], limit: int, after: Optional[tuple[int, int]],
              event_type: Optional[str] = None
-             ) -> tuple[list[tuple[str, Event]], dict[int, list[Attempt]]]:
+             ) -> tuple[list[tuple[str, Event, Optional[str]]], dict[int, list[Attempt]]]:
         """Up to `limit` of a tenant's events, newest first (after `after`: the
-        (received_at, id) of the last one shown), each with its source's name and without
+        (received_at, id) of the last one shown), each with its source's name, the event id
+        it waits on (a serial destination's: waiting_on) and without
         its body (`body` is b"" while kept, None once dropped) or its headers (`headers` is
         "[]": a listing shows neither, and 500 events sent with 100 headers of 8 KB each
         would be 400 MB read; issue 25, item 8), and their newest attempts."""
         cols = [c for c in hook_events.c if c.name not in ("body", "headers")]
-        stmt = (select(S.name, *cols, E.body.is_not(None)).join(hook_sources,
+        stmt = (select(S.name, *cols, _WAITING_ON, E.body.is_not(None)).join(hook_sources,
                                                                  S.id == E.source_id)
                 .where(E.tenant_id == tenant_id)
                 .order_by(E.received_at.desc(), E.id.desc()).limit(limit))
@@ -283,8 +294,16 @@ class HookStore:
             rows = Sql(stmt, self.db.engine.dialect, bound=True).all(cur)
             attempts = self.attempts_of(cur, [row[1] for row in rows])
         return [(row[0], Event(body=b"" if row[-1] else None, headers="[]",
-                               **dict(zip(names, row[1:-1], strict=True)))) for row in rows], \
-            attempts
+                               **dict(zip(names, row[1:-2], strict=True))), row[-2])
+                for row in rows], attempts
+
+    def waiting_on(self, cur: Any, event: Event) -> Optional[str]:
+        """The event id of the earliest unsettled event of `event`'s key that it waits on
+        (queued under a serial destination); None when it waits on none."""
+        if event.state != Q.QUEUED.value or event.ordering_key is None:
+            return None
+        row = self._waiting_on.one(cur, {"id": event.id})
+        return row[0] if row else None
 
     def attempts_of(self, cur: Any, event_pks: list[int]) -> dict[int, list[Attempt]]:
         """The newest ATTEMPTS_SHOWN attempts of each event, oldest first."""
@@ -331,63 +350,6 @@ def _health(d: Any) -> tuple[Sql, Sql, Sql]:
         S.id == sid, S.tenant_id == tid, S.failing_since.is_not(None)).values(
         last_error=null(), last_error_at=null(), failing_since=null(), probe_at=null()), d)
     return failing, recover, recovered
-
-
-def _leased() -> tuple:
-    """An event still held by the attempt that took it (its id, holder and attempt)."""
-    return (E.id == bindparam("eid"), E.state == Q.DELIVERING.value,
-            E.lease_holder == bindparam("holder"), E.attempts == bindparam("attempt"))
-
-
-def _settled(ended: bool) -> Any:
-    """WITH ev AS (the settle, RETURNING the event), at AS (INSERT its attempt FROM ev, when
-    :sent: a filtered event's has none) [, rec AS (UPDATE its record, still in progress, to
-    `ending` with `result`), h AS (INSERT the record's attempt history FROM rec)] SELECT
-    ev's id, and whether rec ended."""
-    ev = update(hook_events).where(*_leased()).values(
-        state=bindparam("state"), next_attempt_at=bindparam("next_at"),
-        delivered_at=bindparam("delivered_at"), lease_holder=null(), lease_until=null(),
-        attempts=E.attempts - bindparam("given_back")).returning(E.id, E.record_id).cte("ev")
-    names = [c.name for c in hook_attempts.c if c.name != "id"]
-    at = insert(hook_attempts).from_select(names, select(
-        ev.c.id, *(bindparam(p, type_=hook_attempts.c[n].type) for p, n in (
-            ("attempt", "number"), ("now", "at"), ("duration_ms", "duration_ms"),
-            ("status_code", "status_code"), ("error", "error"), ("answer", "answer"))))
-        .where(bindparam("sent", type_=Boolean))).returning(A.id).cte("at")
-    parts = [ev.c.id, select(func.count()).select_from(at).scalar_subquery()]
-    if ended:  # as RecordStore.compare_and_set with its history, for a record in progress
-        R = records.c
-        rec = update(records).where(
-            R.id == select(ev.c.record_id).scalar_subquery(), R.state == "in_progress"
-        ).values(state=bindparam("ending"), lease_expires_at=null(),
-                 result_resource_id=null(), result=bindparam("result")
-                 ).returning(R.id, R.incarnation, R.attempt,
-                             func.coalesce(R.lease_acquired_at, R.first_seen_at)).cte("rec")
-        h = insert(attempts).from_select(
-            ["record_id", "incarnation", "attempt", "acquired_at", "ended_at", "ending",
-             "reason"],
-            select(*rec.c, bindparam("now", type_=attempts.c.ended_at.type),
-                   bindparam("ending", type_=attempts.c.ending.type), null())
-        ).returning(attempts.c.id).cte("h")
-        parts += [select(func.count()).select_from(rec).scalar_subquery(),
-                  select(func.count()).select_from(h).scalar_subquery()]
-    return select(*parts)
-
-
-def _claim_and_add() -> Any:
-    """WITH r AS (the claim) , e AS (INSERT the event SELECT ... FROM r WHERE r's lease
-    token is the one this claim brought, i.e. it inserted r) SELECT r.*, e's count."""
-    ins = postgresql.insert(records).values({n: bindparam(n) for n in INSERT_COLUMNS})
-    r = insert_or_count(ins, []).cte("r")
-    cols = [c for c in hook_events.c if c.name not in ("id", "tenant_id", "record_id",
-                                                         "event_id")]
-    added = insert(hook_events).from_select(
-        ["tenant_id", "record_id", "event_id", *(c.name for c in cols)],
-        select(r.c.tenant_id, r.c.id, r.c.key,
-               *(bindparam(f"ev_{c.name}", type_=c.type) for c in cols))
-        .where(r.c.lease_token_hash == bindparam("lease_token_hash"))
-    ).returning(E.id).cte("e")
-    return select(*r.c, select(func.count()).select_from(added).scalar_subquery())
 
 
 assert [c.name for c in hook_events.c] == [f.name for f in fields(Event)], "column order"

@@ -107,6 +107,9 @@ class SourceStore:
                         .order_by(S.name), d)
         self._change = {n: Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             {n: bindparam(n), "updated_at": bindparam("now")}), d) for n in CHANGEABLE}
+        self._unkey = Sql(update(hook_events).where(
+            E.source_id == bindparam("sid"), E.ordering_key.is_not(None)).values(
+            ordering_key=null()), d)
         self._resume = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             paused_until=null()), d)
         # the events whose next attempt the pause set (or a backoff it outlasted)
@@ -148,6 +151,11 @@ class SourceStore:
     def change(self, cur: Any, source: Source, changes: dict, now: Micros) -> None:
         for name, value in changes.items():
             self._change[name].run(cur, {"sid": source.id, name: value, "now": now})
+
+    def unkey(self, cur: Any, source: Source) -> None:
+        """Forget the source's events' keys of a serial ordering it no longer has (another
+        mode, key or none): its queued events are no longer held by it."""
+        self._unkey.run(cur, {"sid": source.id})
 
     def resume(self, cur: Any, source: Source, now: Micros) -> None:
         """End the source's pauses, the operator's (its time added to the waiting events'

@@ -346,6 +346,8 @@ hook_events = Table(
     Column("delivered_at", BigInteger, nullable=True),
     Column("body_dropped_at", BigInteger, nullable=True),
     Column("event_type", exact_text(128), nullable=True),  # the provider's type, or null
+    # A serial destination's key of the event (0018: routing.ordering_key's digest), or null.
+    Column("ordering_key", String(71), nullable=True),
     # The same text as migration 0007's: the stored strings of domain/deliveries.py.
     CheckConstraint("state IN (" + ", ".join(f"'{s.value}'" for s in DeliveryState) + ")",
                     name="state"),
@@ -355,6 +357,9 @@ hook_events = Table(
     Index(None, "source_id", "state", "received_at"),  # a source's oldest queued (0011)
     Index(None, "tenant_id", "received_at"),
     Index(None, "source_id", "event_type", "received_at"),  # filters by type (0013)
+    Index("ix_hook_events_serial", "source_id", "ordering_key", "id",  # an earlier one (0018)
+          postgresql_where=text("ordering_key IS NOT NULL"),
+          sqlite_where=text("ordering_key IS NOT NULL")),
 )
 
 # Every forward of an event: when, how long, and what came back (a status or an error class,

@@ -31,7 +31,14 @@ worth at the rate (round(1 s / T), at least 1: 5 at 5/s, 1 at 1/s or 30/min, 10 
 The lease takes the lesser of that and the max_in_flight room, and advances rate_tat by T for
 each event it leases that is forwarded (all but ENDED: failed without a request), in the
 same statement (PostgreSQL) or the touch step (SQLite), under the sources' row locks: so
-every relay's takes together hold the rate."""
+every relay's takes together hold the rate.
+
+An event of a serial destination (issue 29, `ordering_key` set at its acceptance) is due, or
+a probe, only while no earlier event of its key at its source (a smaller id: accepted before
+it) is queued or being forwarded: one waiting for its retry holds the later ones of its key,
+never another key's, and one that failed for good holds none. The earlier one is read as
+committed (READ COMMITTED, or SQLite's one writer), so another relay's take, which locks it
+without changing its state until it commits, still holds the later ones."""
 from __future__ import annotations
 
 import json
@@ -64,16 +71,26 @@ _BURST = f"(CASE WHEN s.rate_interval_us >= {SECOND} THEN 1 ELSE " \
 _DEBT = "(CASE WHEN s.rate_tat > :now THEN s.rate_tat - :now ELSE 0 END)"
 _RATE_ROOM = (f"(CASE WHEN s.rate_interval_us IS NULL THEN :n ELSE {_BURST} - "
               f"({_DEBT} + s.rate_interval_us - 1) / s.rate_interval_us END)")
+# A serial destination's event whose key has no earlier event still to be forwarded (the
+# partial index ix_hook_events_serial finds that one).
+def _first_of_key(e: str) -> str:
+    return (f"({e}.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM hook_events k "
+            f"WHERE k.source_id = {e}.source_id AND k.ordering_key = {e}.ordering_key AND "
+            f"k.id < {e}.id AND k.state IN ({_QUEUED}, {_DELIVERING})))")
+
+
+_FIRST_OF_KEY = _first_of_key("e")
 # Per kind: the condition on an event of source s, its order, and the condition on s.
 _KINDS = {
     EXPIRED: (f"e.state = {_DELIVERING} AND e.lease_until <= :now", "e.lease_until",
               f"NOT {_PAUSED}"),
-    DUE: (f"e.state = {_QUEUED} AND e.next_attempt_at <= :now", "e.next_attempt_at",
-          f"NOT {_PAUSED}"),
+    DUE: (f"e.state = {_QUEUED} AND e.next_attempt_at <= :now AND {_FIRST_OF_KEY}",
+          "e.next_attempt_at", f"NOT {_PAUSED}"),
     ENDED: (f"e.state = {_QUEUED} AND e.next_attempt_at <= :now AND "
             f"e.window_start <= :now - s.retry_window_seconds * {SECOND}", "e.next_attempt_at",
             f"{_HELD_OFF} AND s.operator_paused_at IS NULL"),
-    PROBE: (f"e.state = {_QUEUED} AND e.next_attempt_at > :now", "e.received_at",
+    PROBE: (f"e.state = {_QUEUED} AND e.next_attempt_at > :now AND {_FIRST_OF_KEY}",
+            "e.received_at",
             f"NOT {_PAUSED} AND s.failing_since IS NOT NULL AND s.probe_at <= :now"),
 }
 # How many candidates of a kind a source offers: its room, all of :n (ENDED: no forward),
@@ -121,10 +138,12 @@ _EVENT_COLUMNS = ", ".join(c.name for c in hook_events.c)
 # A due event of a source with a rate waits while an older due event of its source is left
 # out of this take's candidates (another relay holds it locked, PostgreSQL's SKIP LOCKED):
 # the other relay forwards that one first, so a rate's backlog goes in acceptance order.
-# Not for sources without a rate, whose events several relays forward side by side.
+# Not for sources without a rate, whose events several relays forward side by side; nor for
+# an older one that its serial key holds (it is no candidate of any take).
 _OLDER = (f"SELECT 1 FROM hook_events o WHERE o.source_id = c.sid AND o.state = {_QUEUED} "
           "AND o.next_attempt_at <= :now AND (o.next_attempt_at < c.ord OR "
-          "(o.next_attempt_at = c.ord AND o.id < c.id)) AND o.id NOT IN (SELECT id FROM c)")
+          "(o.next_attempt_at = c.ord AND o.id < c.id)) AND o.id NOT IN (SELECT id FROM c) "
+          f"AND {_first_of_key('o')}")
 _LEASE = f"""
     WITH c AS ({{candidates}}),
     src AS (

@@ -1,8 +1,7 @@
 """A destination's ordering per key through the API and the command line (issue 29,
 "Ordering per key"), on both backends: what is given is stored and shown in route_specs'
 normal form, a PATCH of the destination replaces it (null or absent clears it), and every
-ordering route_specs refuses, and `serial` until the relay keeps it, is a 400 naming the
-field that changes nothing."""
+ordering route_specs refuses is a 400 naming the field that changes nothing."""
 from __future__ import annotations
 
 import json
@@ -68,7 +67,7 @@ BAD = [
     ({"key": "/id", "mode": "newer_wins"}, "version: required"),
     ({**GOOD, "Key": "/id"}, "unknown field"), ({**GOOD, "a\r\nInjected: 1": 1}, "unknown field"),
     ({"key": "/id", "mode": "serial", "version": "/v"}, "only newer_wins"),
-    ({"key": "/id", "mode": "serial"}, "serial is not supported yet"),
+    ({"key": "/id", "mode": "serial", "version": None}, "only newer_wins"),
 ]
 
 
@@ -107,7 +106,8 @@ def test_the_normal_form_reads_back_as_the_same_ordering():
 def test_openapi_publishes_the_ordering_as_the_service_reads_it():
     body = jsonschema.Draft202012Validator(
         {"$ref": "#/components/schemas/Destination", "components": PUBLISHED})
-    for good in (GOOD, None, {"key": "/", "mode": "newer_wins", "version": "/a/0"}):
+    for good in (GOOD, None, {"key": "/", "mode": "newer_wins", "version": "/a/0"},
+                 {"key": "/data/object/id", "mode": "serial"}):
         assert body.is_valid({"url": SINK, "ordering": good}), good
     for bad, _ in BAD:
         assert not body.is_valid({"url": SINK, "ordering": bad}), bad
@@ -134,12 +134,18 @@ def test_the_command_line_sets_replaces_and_shows_the_ordering(database_url, gw_
     assert moved.returncode == 0, moved.stderr
     assert json.loads(moved.stdout)["destination"]["ordering"] == other
     for bad, said in ((["--ordering-key", "/id"], "give --ordering"),
-                      (["--ordering", "serial", "--ordering-key", "/id"], "not supported yet")):
+                      (["--ordering", "serial", "--ordering-key", "/id",
+                        "--ordering-version", "/v"], "only newer_wins")):
         refused = cli(database_url, "source", "update", "cli-shop", "--tenant", "acme",
                       "--destination", SINK, *bad)
         assert refused.returncode != 0 and said in refused.stderr, (bad, refused.stderr)
         assert "Traceback" not in refused.stderr
     assert _stored(gw_app, "cli-shop")["ordering"] == other
+    serial = cli(database_url, "source", "update", "cli-shop", "--tenant", "acme",
+                 "--destination", SINK, "--ordering", "serial", "--ordering-key", "/id")
+    assert serial.returncode == 0, serial.stderr
+    assert json.loads(serial.stdout)["destination"]["ordering"] == {"key": "/id",
+                                                                    "mode": "serial"}
     cleared = cli(database_url, "source", "update", "cli-shop", "--tenant", "acme",
                   "--destination", SINK)
     assert cleared.returncode == 0

@@ -324,3 +324,55 @@ def test_0017_adds_superseded_and_the_versions_and_its_downgrade_undoes_them(own
         assert conn.execute(select(hook_versions)).all() == []  # none came back
     e.dispose()
     assert look()[0][0] == ("e1", "superseded", None)
+
+
+def test_0018_keeps_a_serial_key_and_its_downgrade_drops_the_serial_ordering(own_url):
+    """0018 up and down with rows on both backends: an event's `ordering_key` is a column
+    at 0018 only, indexed for the events that have one; a downgrade drops it and takes a
+    serial `ordering` out of the forward options (0017 refuses serial), a newer_wins one and
+    the events kept; an upgrade again finds every key null."""
+    import json
+
+    from sqlalchemy import inspect, select, text
+
+    from keystore_service.storage.tables import hook_events, hook_sources
+    orderings = {1: {"key": "/id", "mode": "serial"},
+                 2: {"key": "/id", "mode": "newer_wins", "version": "/v"}}
+    engine = create_engine(normalise_url(own_url))
+    with engine.begin() as conn:
+        conn.execute(insert(tenants).values(id=1, name="t", created_at=0))
+        for sid, ordering in orderings.items():
+            conn.execute(insert(hook_sources).values(
+                id=sid, tenant_id=1, name=f"s{sid}", provider="generic", ingest_hash=f"h{sid}",
+                sealed="x", config=json.dumps({"forward": {"ordering": ordering}}),
+                destination_url="http://127.0.0.1/", timeout_seconds=10, ttl_seconds=999999,
+                retry_window_seconds=3600, max_in_flight=4, keep_body_seconds=0,
+                state="active", created_at=0, updated_at=0))
+            conn.execute(insert(records).values(row(scope=f"hook:s{sid}", key="e", id=sid)))
+            conn.execute(insert(hook_events).values(
+                tenant_id=1, source_id=sid, record_id=sid, event_id="e", state="queued",
+                headers="[]", received_at=1, window_start=1, attempts=0, body=b"{}",
+                ordering_key="sha256:" + "b" * 64 if sid == 1 else None))
+    assert "ix_hook_events_serial" in {i["name"] for i in inspect(engine).get_indexes(
+        "hook_events")}
+    engine.dispose()
+
+    def look() -> tuple:
+        e = create_engine(normalise_url(own_url))
+        with e.connect() as conn:
+            cols = set(conn.execute(text("SELECT * FROM hook_events")).keys())
+            configs = {i: json.loads(c) for i, c in conn.execute(
+                text("SELECT id, config FROM hook_sources")).all()}
+            events = conn.execute(text("SELECT count(*) FROM hook_events")).scalar()
+        e.dispose()
+        return cols, configs, events
+    _to(own_url, "0017_ordering", down=True)
+    cols, configs, events = look()
+    assert "ordering_key" not in cols and events == 2
+    assert configs == {1: {"forward": {}}, 2: {"forward": {"ordering": orderings[2]}}}
+    _to(own_url, "0018_serial")
+    assert "ordering_key" in look()[0]
+    e = create_engine(normalise_url(own_url))
+    with e.connect() as conn:
+        assert conn.execute(select(hook_events.c.ordering_key)).scalars().all() == [None, None]
+    e.dispose()

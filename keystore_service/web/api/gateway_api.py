@@ -180,4 +180,5 @@ def delivery_json(d: Delivery) -> dict:
                                             "error": a.error, "duration_ms": a.duration_ms
                                             }.items() if v is not None or k == "duration_ms"}
                          for a in d.attempts],
-            "attempt_count": e.attempts, "body_kept": e.body is not None}
+            "attempt_count": e.attempts, "body_kept": e.body is not None,
+            "waiting_on": d.waiting_on}

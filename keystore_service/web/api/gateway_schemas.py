@@ -317,6 +317,8 @@ class DeliveryOut(_Out):
     attempts: list[AttemptOut]
     attempt_count: int
     body_kept: bool
+    # a queued event a serial destination holds: the event id of its key's earlier one
+    waiting_on: Optional[str] = None
 
 
 class DeliveriesResponse(_Out):

@@ -47,20 +47,28 @@ FILTER_SCHEMA = {
 FilterSpec = Annotated[Any, WithJsonSchema(FILTER_SCHEMA)]
 
 # A destination's ordering per key (CONTRACT.md "Routing"), read by route_specs.parse_ordering
-# as the filter is; `serial` is refused until the relay keeps it (gateway/sources.py).
+# as the filter is (which also refuses a version with serial, and none with newer_wins).
 _KEY_POINTER = r"^(/([^~/]|~[01])*)+$"  # as _POINTER, but not "" (the whole body is no key)
 ORDERING_SCHEMA = {
-    "type": "object", "additionalProperties": False, "required": ["key", "mode", "version"],
-    "description": "Per key (the value at `key`), an event whose version (the value at "
+    "type": "object", "additionalProperties": False, "required": ["key", "mode"],
+    # serial compares no version; newer_wins needs one
+    "allOf": [{"if": {"properties": {"mode": {"const": "serial"}}},
+               "then": {"not": {"required": ["version"]}}},
+              {"if": {"properties": {"mode": {"const": "newer_wins"}}},
+               "then": {"required": ["version"]}}],
+    "description": "Per key (the value at `key`). serial: the events of a key are forwarded "
+                   "one at a time, in acceptance order; one waiting for a retry holds the "
+                   "later ones of its key (they show waiting_on), never another key's. "
+                   "newer_wins (`version` required): an event whose version (the value at "
                    "`version`) is not newer than the last delivered one of its key is "
-                   "recorded as superseded and not forwarded. An event without a key or a "
-                   "version, or whose version cannot be compared with the last one, is "
-                   "forwarded. null: no ordering",
+                   "recorded as superseded and not forwarded. An event without a key (or, "
+                   "newer_wins, a version that cannot be compared with the last one) is "
+                   "forwarded without an order. null: no ordering",
     "properties": {
         "key": {"type": "string", "minLength": 1, "maxLength": rs.MAX_POINTER_CHARS,
                 "pattern": _KEY_POINTER, "description": "a JSON Pointer, e.g. /data/object/id"},
-        "mode": {"type": "string", "enum": ["newer_wins"],
-                 "description": "newer_wins (serial is not supported yet: 400)"},
+        "mode": {"type": "string", "enum": ["serial", "newer_wins"],
+                 "description": "serial (one at a time per key, in acceptance order) or newer_wins"},
         "version": {"type": "string", "minLength": 1, "maxLength": rs.MAX_POINTER_CHARS,
                     "pattern": _KEY_POINTER,
                     "description": "a JSON Pointer to a number or a string (timestamps "

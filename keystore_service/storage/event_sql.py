@@ -1,0 +1,71 @@
+"""The larger statements of HookStore (storage/events.py) on PostgreSQL: the settle of an
+attempt with its record in one round trip, and an ingest's claim with its event's row."""
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Boolean, bindparam, func, insert, null, select, update
+from sqlalchemy.dialects import postgresql
+
+from keystore_service.domain.deliveries import DeliveryState as Q
+from keystore_service.storage.records import INSERT_COLUMNS, insert_or_count
+from keystore_service.storage.tables import attempts, hook_attempts, hook_events, records
+
+E, A = hook_events.c, hook_attempts.c
+
+
+def leased() -> tuple:
+    """An event still held by the attempt that took it (its id, holder and attempt)."""
+    return (E.id == bindparam("eid"), E.state == Q.DELIVERING.value,
+            E.lease_holder == bindparam("holder"), E.attempts == bindparam("attempt"))
+
+
+def settled_sql(ended: bool) -> Any:
+    """WITH ev AS (the settle, RETURNING the event), at AS (INSERT its attempt FROM ev, when
+    :sent: a filtered event's has none) [, rec AS (UPDATE its record, still in progress, to
+    `ending` with `result`), h AS (INSERT the record's attempt history FROM rec)] SELECT
+    ev's id, and whether rec ended."""
+    ev = update(hook_events).where(*leased()).values(
+        state=bindparam("state"), next_attempt_at=bindparam("next_at"),
+        delivered_at=bindparam("delivered_at"), lease_holder=null(), lease_until=null(),
+        attempts=E.attempts - bindparam("given_back")).returning(E.id, E.record_id).cte("ev")
+    names = [c.name for c in hook_attempts.c if c.name != "id"]
+    at = insert(hook_attempts).from_select(names, select(
+        ev.c.id, *(bindparam(p, type_=hook_attempts.c[n].type) for p, n in (
+            ("attempt", "number"), ("now", "at"), ("duration_ms", "duration_ms"),
+            ("status_code", "status_code"), ("error", "error"), ("answer", "answer"))))
+        .where(bindparam("sent", type_=Boolean))).returning(A.id).cte("at")
+    parts = [ev.c.id, select(func.count()).select_from(at).scalar_subquery()]
+    if ended:  # as RecordStore.compare_and_set with its history, for a record in progress
+        R = records.c
+        rec = update(records).where(
+            R.id == select(ev.c.record_id).scalar_subquery(), R.state == "in_progress"
+        ).values(state=bindparam("ending"), lease_expires_at=null(),
+                 result_resource_id=null(), result=bindparam("result")
+                 ).returning(R.id, R.incarnation, R.attempt,
+                             func.coalesce(R.lease_acquired_at, R.first_seen_at)).cte("rec")
+        h = insert(attempts).from_select(
+            ["record_id", "incarnation", "attempt", "acquired_at", "ended_at", "ending",
+             "reason"],
+            select(*rec.c, bindparam("now", type_=attempts.c.ended_at.type),
+                   bindparam("ending", type_=attempts.c.ending.type), null())
+        ).returning(attempts.c.id).cte("h")
+        parts += [select(func.count()).select_from(rec).scalar_subquery(),
+                  select(func.count()).select_from(h).scalar_subquery()]
+    return select(*parts)
+
+
+def claim_and_add_sql() -> Any:
+    """WITH r AS (the claim) , e AS (INSERT the event SELECT ... FROM r WHERE r's lease
+    token is the one this claim brought, i.e. it inserted r) SELECT r.*, e's count."""
+    ins = postgresql.insert(records).values({n: bindparam(n) for n in INSERT_COLUMNS})
+    r = insert_or_count(ins, []).cte("r")
+    cols = [c for c in hook_events.c if c.name not in ("id", "tenant_id", "record_id",
+                                                         "event_id")]
+    added = insert(hook_events).from_select(
+        ["tenant_id", "record_id", "event_id", *(c.name for c in cols)],
+        select(r.c.tenant_id, r.c.id, r.c.key,
+               *(bindparam(f"ev_{c.name}", type_=c.type) for c in cols))
+        .where(r.c.lease_token_hash == bindparam("lease_token_hash"))
+    ).returning(E.id).cte("e")
+    return select(*r.c, select(func.count()).select_from(added).scalar_subquery())

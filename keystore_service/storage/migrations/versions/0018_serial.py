@@ -1,0 +1,45 @@
+"""A destination's serial ordering per key (issue 29, "Ordering per key", serial): each event of
+a source whose destination orders `serial` keeps its key's digest, read from its body when it
+is accepted (`hook_events.ordering_key`, domain/routing.ordering_key's "sha256:" and 64 hex
+digits; null: not ordered), so the take can hold an event while an earlier one of its key is
+queued or being forwarded (storage/take.py) without opening a sealed body. The index is the
+take's look for that earlier event, and holds only the events that have a key.
+
+A downgrade drops the column and the index, and the `ordering` of each source whose ordering is
+serial (0017 refuses serial): a downgraded source forwards without an order per key.
+
+Revision ID: 0018_serial
+Revises: 0017_ordering
+Create Date: 2026-12-12
+"""
+import json
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0018_serial"
+down_revision = "0017_ordering"
+branch_labels = None
+depends_on = None
+
+INDEX = "ix_hook_events_serial"
+HAS_KEY = sa.text("ordering_key IS NOT NULL")
+
+
+def upgrade() -> None:
+    op.add_column("hook_events", sa.Column("ordering_key", sa.String(71), nullable=True))
+    op.create_index(INDEX, "hook_events", ["source_id", "ordering_key", "id"],
+                    postgresql_where=HAS_KEY, sqlite_where=HAS_KEY)
+
+
+def downgrade() -> None:
+    op.drop_index(INDEX, table_name="hook_events")
+    with op.batch_alter_table("hook_events", recreate="auto") as b:
+        b.drop_column("ordering_key")
+    conn = op.get_bind()
+    for sid, text in conn.execute(sa.text("SELECT id, config FROM hook_sources")).all():
+        config = json.loads(text)
+        if config.get("forward", {}).get("ordering", {}).get("mode") == "serial":
+            config["forward"].pop("ordering")
+            conn.execute(sa.text("UPDATE hook_sources SET config = :c WHERE id = :i"),
+                         {"c": json.dumps(config), "i": sid})

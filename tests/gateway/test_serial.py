@@ -1,0 +1,193 @@
+"""A destination's serial ordering per key (issue 29, "Ordering per key", serial), both
+backends, against sinks on loopback: the events of a key go one at a time in acceptance order;
+one waiting for its retry holds the later ones of its key (listed with `waiting_on`), never
+another key's; one that failed for good holds none; an event without a key is not held; an
+ordering changed away from serial lets the held events go. Then real `keystore relay`
+processes, SIGKILLed while a key's event is being forwarded: the key's later events wait for
+the killed forward's lease, and every key's events reach the sink in acceptance order."""
+from __future__ import annotations
+
+import json
+import time
+from collections import defaultdict
+
+from sqlalchemy import select
+
+from keystore_service.app import create_app
+from keystore_service.settings import Settings
+from keystore_service.storage.tables import hook_events
+from tests.faults.gateway_harness import RelayProcess
+from tests.support import Http
+
+from .support import HOLDER, KEY, Sink, create_source, deliver
+from .test_ordering import got, put, set_ordering, turn
+
+SERIAL = {"key": "/data/id", "mode": "serial"}
+
+
+def listed(gw) -> dict[str, tuple]:
+    """Each delivery's (state, waiting_on), by event id."""
+    status, answer, _ = gw.get("/v1/deliveries", limit=100)
+    assert status == 200, answer
+    return {d["event_id"]: (d["state"], d["waiting_on"]) for d in answer["deliveries"]}
+
+
+def test_a_key_waiting_for_its_retry_holds_only_its_own_later_events(
+        gw_app, gw, sink, forwarding, clock):
+    fails = {"a1"}  # a1's first forward is refused; then it goes
+    sink.answer = lambda n, r: 500 if json.loads(r["body"])["id"] in fails else 200
+    source = create_source(gw, gw.token, sink.url)
+    set_ordering(gw, sink, SERIAL)
+    for eid, key in (("a1", "A"), ("b1", "B"), ("a2", "A"), ("a3", "A"), ("b2", "B")):
+        put(gw, source, eid, {"id": key})
+    assert turn(forwarding) == ["delivered", "delivered", "retry"]  # a1, then b1 and b2
+    assert got(sink) == ["a1", "b1", "b2"]
+    assert listed(gw) == {"a1": ("queued", None), "a2": ("queued", "a1"),
+                          "a3": ("queued", "a1"), "b1": ("delivered", None),
+                          "b2": ("delivered", None)}
+    status, answer, _ = gw.get("/v1/deliveries", event_id="a3")
+    assert answer["deliveries"][0]["waiting_on"] == "a1"
+    assert turn(forwarding) == [] and len(sink.requests) == 3  # before a1's retry: held
+    fails.clear()
+    clock.advance(3600)
+    # a1 goes at its retry; a2 only once a1 is settled, a3 once a2 is: a take each
+    assert turn(forwarding) == ["delivered", "delivered", "delivered"]
+    assert got(sink) == ["a1", "b1", "b2", "a1", "a2", "a3"]
+    assert set(listed(gw).values()) == {("delivered", None)}
+
+
+def test_a_probe_never_jumps_a_key(gw_app, gw, sink, forwarding, clock):
+    """A failing destination's probe takes its oldest queued event whatever its backoff:
+    while a1 is being forwarded, that is a2, which its key holds; so the probe takes none."""
+    sink.answer = lambda n, r: 503
+    source = create_source(gw, gw.token, sink.url)
+    set_ordering(gw, sink, SERIAL)
+    put(gw, source, "a1", {"id": "A"})
+    put(gw, source, "a2", {"id": "A"})
+    assert turn(forwarding) == ["retry"]  # the destination is failing now
+    clock.advance(2)  # a1's retry is due (the first backoff is at most 1 s)
+    assert [j.event.event_id for j in forwarding.take(HOLDER, 16)] == ["a1"]  # in flight
+    clock.advance(20)  # the probe is due (PROBE_SECONDS), a1's lease still holds
+    jobs, _ = forwarding.take_some(HOLDER, 16, ended=True)
+    assert [j.event.event_id for j in jobs] == []
+    assert got(sink) == ["a1"]
+
+
+def test_one_that_failed_for_good_no_longer_holds_its_key(gw_app, gw, sink, forwarding, clock):
+    sink.answer = lambda n, r: 500 if json.loads(r["body"])["id"] == "a1" else 200
+    source = create_source(gw, gw.token, sink.url, retry_window_seconds=3600)
+    set_ordering(gw, sink, SERIAL)
+    put(gw, source, "a1", {"id": "A"})
+    put(gw, source, "a2", {"id": "A"})
+    for _ in range(40):  # a1's retries until its window ends
+        turn(forwarding)
+        if listed(gw)["a1"][0] == "failed":
+            break
+        clock.advance(600)
+    assert listed(gw)["a1"] == ("failed", None)  # a person is asked (delivery_failed)
+    turn(forwarding)
+    assert listed(gw)["a2"] == ("delivered", None) and got(sink)[-1] == "a2"
+
+
+def test_events_without_a_key_are_not_held_nor_hold(gw_app, gw, sink, forwarding, clock):
+    sink.answer = lambda n, r: 500 if r["headers"]["Idempotency-Key"] == "x1" else 200
+    source = create_source(gw, gw.token, sink.url)
+    set_ordering(gw, sink, SERIAL)
+    put(gw, source, "x1", {"v": 1})  # no key: not ordered
+    put(gw, source, "x2", {"v": 2})
+    put(gw, source, "n1", {"id": None})  # a null key is none
+    status, _, _ = deliver(gw, source, b"not json", event_id="t1")
+    assert status == 202
+    put(gw, source, "big", {"id": "k" * 100_000})  # a huge key: a 71-character digest
+    put(gw, source, "big2", {"id": "k" * 100_000})
+    put(gw, source, "num", {"id": 2 ** 63})
+    put(gw, source, "num2", {"id": 9223372036854775808.0})  # the same number: the same key
+    assert sorted(turn(forwarding)) == ["delivered"] * 7 + ["retry"]
+    with gw_app.extensions["keystore"].database.engine.connect() as conn:
+        keys = {r[0]: r[1] for r in conn.execute(select(hook_events.c.event_id,
+                                                        hook_events.c.ordering_key))}
+    assert keys["x1"] is keys["n1"] is keys["t1"] is None
+    assert keys["big"] == keys["big2"] and len(keys["big"]) == 71
+    assert keys["num"] == keys["num2"] and keys["num"] != keys["big"]
+    # each pair of one key went in its order, in takes one after the other
+    sent = [r["headers"]["Idempotency-Key"] for r in sink.requests]
+    assert sent.index("big") < sent.index("big2") and sent.index("num") < sent.index("num2")
+
+
+def test_an_ordering_changed_away_from_serial_lets_the_held_events_go(
+        gw_app, gw, sink, forwarding, clock):
+    sink.answer = lambda n, r: 500 if json.loads(r["body"])["id"] == "a1" else 200
+    source = create_source(gw, gw.token, sink.url)
+    set_ordering(gw, sink, SERIAL)
+    put(gw, source, "a1", {"id": "A"})
+    put(gw, source, "a2", {"id": "A"})
+    assert turn(forwarding) == ["retry"]
+    set_ordering(gw, sink, SERIAL)  # the same ordering again: still held
+    assert turn(forwarding) == [] and listed(gw)["a2"] == ("queued", "a1")
+    set_ordering(gw, sink, {"key": "/data/other", "mode": "serial"})  # another key
+    assert listed(gw)["a2"] == ("queued", None)
+    assert turn(forwarding) == ["delivered"] and got(sink) == ["a1", "a2"]
+    put(gw, source, "c1", {"other": "C"})  # the new key holds new events
+    put(gw, source, "c2", {"other": "C"})
+    assert listed(gw)["c2"] == ("queued", "c1")
+
+
+def test_relay_kills_keep_each_keys_order(database_url, tmp_path):
+    """Two `keystore relay` processes forward 4 keys x 4 events to a sink that takes 0.3 s
+    a forward; both are SIGKILLed while the first key's first event is being forwarded,
+    and two new ones started. That event's lease (timeout 1 s + 15 s) holds its key's later
+    events; the other keys go on. In the end every event is delivered, and each key's events
+    reached the sink in acceptance order (the killed forward once more, at its turn)."""
+    app = create_app(Settings(database_url=database_url, secret_key=KEY,
+                              token_cache_seconds=0, hook_rate_limit_per_second=0))
+    ks = app.extensions["keystore"]
+    now = int(time.time() * 1_000_000)
+    ks.accounts.create_tenant("acme", now)
+    http = Http(app.test_client(), ks.accounts.create_token("acme", "operator", None, now))
+    first = {"seen": False}
+
+    def answer(n, r):
+        first["seen"] = True
+        time.sleep(0.3)
+        return 200
+    sink = Sink(answer)
+    env = {"KEYSTORE_SECRET_KEY": KEY, "KEYSTORE_RECONCILE_INTERVAL_SECONDS": "0"}
+    relays = [RelayProcess(database_url, env, tmp_path / f"relay{i}.log", concurrency=4)
+              for i in range(2)]
+    try:
+        source = create_source(http, http.token, sink.url, max_in_flight=16,  # room for all
+                               destination={"url": sink.url, "timeout_seconds": 1,
+                                            "ordering": SERIAL})
+        order = [f"{key}{n}" for n in range(4) for key in "ABCD"]
+        for eid in order:
+            put(http, source, eid, {"id": eid[0]})
+        for relay in relays:
+            relay.start()
+        deadline = time.monotonic() + 30
+        while not first["seen"] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert first["seen"], "no forward started"
+        for relay in relays:
+            relay.kill()
+        killed = {json.loads(r["body"])["id"] for r in sink.requests}
+        for relay in relays:
+            relay.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            done = {d["event_id"] for d in http.get("/v1/deliveries", limit=100,
+                                                    state="delivered")[1]["deliveries"]}
+            if len(done) == len(order):
+                break
+            time.sleep(0.2)
+        assert len(done) == len(order), sorted(set(order) - done)
+    finally:
+        for relay in relays:
+            relay.stop()
+        sink.close()
+        ks.database.engine.dispose()
+    per_key: dict[str, list[str]] = defaultdict(list)
+    for eid in got(sink):
+        if not per_key[eid[0]] or per_key[eid[0]][-1] != eid:  # a killed forward again
+            per_key[eid[0]].append(eid)
+    assert dict(per_key) == {k: [f"{k}{n}" for n in range(4)] for k in "ABCD"}, got(sink)
+    assert killed and len(got(sink)) <= len(order) + len(killed)  # each once, or the killed again
