@@ -167,10 +167,11 @@ class Sources:
         _check_ttl(changes.get("ttl_seconds", source.ttl_seconds),
                    changes.get("retry_window_seconds", source.retry_window_seconds))
         changes["sealed"] = self.sealer.seal(sealed)
+        now = self.clock()
         with self.store.transaction() as cur:
-            self.store.change(cur, source, changes, self.clock())
+            self.store.change(cur, source, changes, now)
             if _serial(config) != _serial(source.options):
-                self.store.unkey(cur, source)  # held by the serial ordering it had no more
+                self.store.unkey(cur, source, now)  # held by the serial ordering it had
         return self.get(tenant_id, name)
 
     def resume(self, tenant_id: int, name: str) -> Shown:

@@ -47,14 +47,24 @@ class Event:
     ordering_key: Optional[str] = None  # its key under a serial destination (0018), or None
 
 
-# A serial destination's queued event waits on the earliest earlier event of its key that is
-# queued or being forwarded (storage/take.py holds it): that one's event id, or null.
+# A serial destination's queued event waits on the earliest event of its key that holds it
+# (storage/take.py): one being forwarded, or one accepted before it and queued; its event id,
+# or null.
 _O = hook_events.alias("o")
 _WAITING_ON = case((and_(E.state == Q.QUEUED.value, E.ordering_key.is_not(None)), select(
     _O.c.event_id).where(_O.c.source_id == E.source_id, _O.c.ordering_key == E.ordering_key,
-                         _O.c.id < E.id,
-                         or_(_O.c.state == Q.QUEUED.value, _O.c.state == Q.DELIVERING.value))
+                         or_(_O.c.state == Q.DELIVERING.value,
+                             and_(_O.c.state == Q.QUEUED.value, _O.c.id < E.id)))
     .order_by(_O.c.id).limit(1).scalar_subquery())).label("waiting_on")
+# The next event of a serial key, once the one before it settled: the earliest queued one,
+# if it is parked (take.py), is due now.
+_K = hook_events.alias("k")
+_UNPARK = update(hook_events).where(
+    E.next_attempt_at.is_(None), E.state == Q.QUEUED.value,
+    E.id == select(func.min(_K.c.id)).where(
+        _K.c.source_id == bindparam("sid"), _K.c.ordering_key == bindparam("key"),
+        _K.c.state == Q.QUEUED.value).scalar_subquery()).values(
+    next_attempt_at=bindparam("now"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +101,7 @@ class HookStore:
         self._claim_and_add = None if db.sqlite else Sql(claim_and_add_sql(), d)
         self._add_quietly = Sql(hook_events.insert().values(  # executemany: no RETURNING
             {n: bindparam(n) for n in cols}), d).text
+        self._unpark = Sql(_UNPARK, d)
         self._waiting_on = Sql(select(_WAITING_ON).where(E.id == bindparam("id")), d)
         self._of_record = Sql(select(hook_events).where(E.record_id == bindparam("rid")), d)
         self._by_id = Sql(select(hook_events).where(E.id == bindparam("id")), d)
@@ -227,6 +238,15 @@ class HookStore:
         if record_state is None:
             return self._settled, params
         return self._settled_ended, {**params, "ending": record_state, "result": result}
+
+    def unpark(self, steps: Any, settled: list[Event], now: Micros) -> None:
+        """In the settle's transaction (Database.steps), after `settled` left the queue for
+        good: the next event of each one's serial key goes (storage/take.py parked it); keys
+        in order, so two relays' row locks cannot cross."""
+        keys = sorted({(e.source_id, e.ordering_key) for e in settled if e.ordering_key})
+        if keys:
+            steps.send([(self._unpark, {"sid": sid, "key": key, "now": now})
+                        for sid, key in keys])
 
     def record_attempt(self, cur: Any, event: Event, now: Micros, duration_ms: int,
                        status: Optional[int], error: Optional[str], answer: str) -> None:

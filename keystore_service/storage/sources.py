@@ -6,7 +6,7 @@ import json
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Optional
 
-from sqlalchemy import bindparam, func, null, select, update
+from sqlalchemy import and_, bindparam, case, func, null, select, update
 
 from keystore_service.domain.deliveries import DeliveryState as Q
 from keystore_service.domain.records import Micros
@@ -109,7 +109,9 @@ class SourceStore:
             {n: bindparam(n), "updated_at": bindparam("now")}), d) for n in CHANGEABLE}
         self._unkey = Sql(update(hook_events).where(
             E.source_id == bindparam("sid"), E.ordering_key.is_not(None)).values(
-            ordering_key=null()), d)
+            ordering_key=null(), next_attempt_at=case(
+                (and_(E.state == Q.QUEUED.value, E.next_attempt_at.is_(None)),
+                 bindparam("now")), else_=E.next_attempt_at)), d)
         self._resume = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             paused_until=null()), d)
         # the events whose next attempt the pause set (or a backoff it outlasted)
@@ -152,10 +154,11 @@ class SourceStore:
         for name, value in changes.items():
             self._change[name].run(cur, {"sid": source.id, name: value, "now": now})
 
-    def unkey(self, cur: Any, source: Source) -> None:
+    def unkey(self, cur: Any, source: Source, now: Micros) -> None:
         """Forget the source's events' keys of a serial ordering it no longer has (another
-        mode, key or none): its queued events are no longer held by it."""
-        self._unkey.run(cur, {"sid": source.id})
+        mode, key or none): its queued events are no longer held by it, and the parked ones
+        (storage/take.py) are due now."""
+        self._unkey.run(cur, {"sid": source.id, "now": now})
 
     def resume(self, cur: Any, source: Source, now: Micros) -> None:
         """End the source's pauses, the operator's (its time added to the waiting events'

@@ -357,9 +357,12 @@ hook_events = Table(
     Index(None, "source_id", "state", "received_at"),  # a source's oldest queued (0011)
     Index(None, "tenant_id", "received_at"),
     Index(None, "source_id", "event_type", "received_at"),  # filters by type (0013)
-    Index("ix_hook_events_serial", "source_id", "ordering_key", "id",  # an earlier one (0018)
-          postgresql_where=text("ordering_key IS NOT NULL"),
-          sqlite_where=text("ordering_key IS NOT NULL")),
+    # 0018: a serial key's other unsettled events (take), and the keyed events to park (due
+    # but held) or to let go (parked: next_attempt_at null); only the events with a key
+    *(Index(name, *columns, postgresql_where=text("ordering_key IS NOT NULL"),
+            sqlite_where=text("ordering_key IS NOT NULL")) for name, columns in (
+        ("ix_hook_events_serial", ("source_id", "ordering_key", "state", "id")),
+        ("ix_hook_events_keyed", ("state", "next_attempt_at", "id")))),
 )
 
 # Every forward of an event: when, how long, and what came back (a status or an error class,

@@ -34,11 +34,18 @@ same statement (PostgreSQL) or the touch step (SQLite), under the sources' row l
 every relay's takes together hold the rate.
 
 An event of a serial destination (issue 29, `ordering_key` set at its acceptance) is due, or
-a probe, only while no earlier event of its key at its source (a smaller id: accepted before
-it) is queued or being forwarded: one waiting for its retry holds the later ones of its key,
-never another key's, and one that failed for good holds none. The earlier one is read as
-committed (READ COMMITTED, or SQLite's one writer), so another relay's take, which locks it
-without changing its state until it commits, still holds the later ones."""
+a probe, only while no other event of its key at its source is being forwarded and no
+earlier one (a smaller id: accepted before it) is queued: one waiting for its retry holds
+the later ones of its key, never another key's, and one that failed for good holds none.
+The others are read as committed (READ COMMITTED, or SQLite's one writer), so another
+relay's take, which locks one without changing its state until it commits, still holds the
+rest. A held event would be read again by every take while it waits (a key's backlog of
+thousands against everyone's takes), so the sweep's take parks it out of the due range
+(`next_attempt_at` null, PARK), and the settle of the event before it lets the next one of
+its key go (HookStore.unpark); the sweep also lets go a parked event that nothing holds any
+more (UNPARK: a settle that raced its parking), looking at the oldest UNPARK_BATCH each time.
+Measured with 5,000 events of one key held (PostgreSQL, this machine): a take read them in
+40 ms before they were parked, 4.4 ms after; a sweep with them parked, 16 ms."""
 from __future__ import annotations
 
 import json
@@ -74,12 +81,33 @@ _RATE_ROOM = (f"(CASE WHEN s.rate_interval_us IS NULL THEN :n ELSE {_BURST} - "
 # A serial destination's event whose key has no earlier event still to be forwarded (the
 # partial index ix_hook_events_serial finds that one).
 def _first_of_key(e: str) -> str:
+    """Queued event `e` is free to go: it has no key, or no other event of its key is being
+    forwarded and none accepted before it is queued (ix_hook_events_serial finds them)."""
     return (f"({e}.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM hook_events k "
             f"WHERE k.source_id = {e}.source_id AND k.ordering_key = {e}.ordering_key AND "
-            f"k.id < {e}.id AND k.state IN ({_QUEUED}, {_DELIVERING})))")
+            f"(k.state = {_DELIVERING} OR (k.state = {_QUEUED} AND k.id < {e}.id))))")
 
 
 _FIRST_OF_KEY = _first_of_key("e")
+PARK_BATCH = 10_000  # held events parked by one sweep (each is parked once)
+UNPARK_BATCH = 1_000  # the oldest parked events one sweep looks at (a race's leftovers)
+# The sweep's two statements (module docstring): park the due keyed events that are held;
+# let go the oldest parked ones that nothing holds. On PostgreSQL rows another transaction
+# holds are skipped (two relays' sweeps, or a settle, never wait on each other in a cycle).
+
+
+def _park(skip: str) -> str:
+    return (f"UPDATE hook_events SET next_attempt_at = NULL WHERE id IN (SELECT e.id FROM "
+            f"hook_events e WHERE e.ordering_key IS NOT NULL AND e.state = {_QUEUED} AND "
+            f"e.next_attempt_at <= :now AND NOT {_FIRST_OF_KEY} ORDER BY e.next_attempt_at, "
+            f"e.id LIMIT {PARK_BATCH}{skip})")
+
+
+def _unpark(skip: str) -> str:
+    return (f"UPDATE hook_events SET next_attempt_at = :now WHERE id IN (SELECT e.id FROM "
+            f"(SELECT p.id, p.source_id, p.ordering_key FROM hook_events p WHERE "
+            f"p.ordering_key IS NOT NULL AND p.state = {_QUEUED} AND p.next_attempt_at IS NULL"
+            f" ORDER BY p.id LIMIT {UNPARK_BATCH}{skip}) e WHERE {_FIRST_OF_KEY})")
 # Per kind: the condition on an event of source s, its order, and the condition on s.
 _KINDS = {
     EXPIRED: (f"e.state = {_DELIVERING} AND e.lease_until <= :now", "e.lease_until",
@@ -220,6 +248,8 @@ class Take:
         self.sources = Sql(text(sql["sources"]), dialect)
         self.lease = Sql(text(sql["lease"]), dialect)
         self.touch = Sql(text(sql["touch"]), dialect) if sqlite else None
+        skip = "" if sqlite else " FOR UPDATE SKIP LOCKED"
+        self.park, self.unpark = (Sql(text(f(skip)), dialect) for f in (_park, _unpark))
 
     def run(self, steps: Any, holder: str, now: int, limit: int, ended: bool
             ) -> tuple[list[tuple], list[tuple], list[list]]:
@@ -228,7 +258,10 @@ class Take:
         kind, order])."""
         kinds = (EXPIRED, DUE, ENDED, PROBE) if ended else (EXPIRED, DUE)
         params = {"now": now, "n": limit}
-        found = steps.send([(self.candidates[k], params) for k in kinds])
+        # the sweep parks the held events first, and lets go those nothing holds
+        parking = [(self.unpark, {"now": now}), (self.park, {"now": now})] if ended else []
+        found = steps.send([*parking, *((self.candidates[k], params) for k in kinds)])
+        found = found[len(parking):]
         candidates = [list(row) for rows in found for row in rows]
         if not candidates:
             return [], [], []

@@ -15,47 +15,20 @@ from keystore_service.gateway.relay import Relay
 from keystore_service.storage.route_tables import hook_versions
 from keystore_service.storage.tables import hook_attempts
 
-from .support import HOLDER, count, create_source, deliver, delivery
+from .ordering_support import got, put, set_ordering, turn
+from .support import count, create_source, delivery
 
-ORDERING = {"key": "/data/id", "mode": "newer_wins", "version": "/data/v"}
 BIG = 2 ** 63  # past a signed 64-bit integer and a double's exact integers: compared exactly
-
-
-def put(gw, source, event_id: str, data) -> None:
-    body = json.dumps({"id": event_id, "type": "invoice.updated", "data": data}).encode()
-    status, answer, _ = deliver(gw, source, body, event_id=event_id)
-    assert status == 202, answer
-
-
-def turn(forwarding) -> list:
-    """Relay rounds as the relay makes them (take, attempt, settle together) until nothing
-    is due; the outcomes, sorted. Events taken in one round are screened together."""
-    out: list = []
-    while jobs := forwarding.take(HOLDER, 16):
-        ended = forwarding.settle_many(HOLDER, [(j, forwarding.attempt(j)) for j in jobs])
-        out += [ended[j.event.id].value for j in jobs if j.event.id in ended]
-    return sorted(out)
 
 
 def record(gw, event_id: str) -> dict:
     return gw.get("/v1/keys", scope="hook:shop", key=event_id)[1]["record"]
 
 
-def got(sink) -> list[str]:
-    return [json.loads(r["body"])["id"] for r in sink.requests]
-
-
 def states(gw, state: str) -> list[str]:
     status, answer, _ = gw.get("/v1/deliveries", state=state)
     assert status == 200, answer
     return sorted(d["event_id"] for d in answer["deliveries"])
-
-
-def set_ordering(gw, sink, ordering=ORDERING, **extra) -> None:
-    r = gw.client.patch("/v1/sources/shop", json={
-        "destination": {"url": sink.url, "ordering": ordering}, **extra},
-        headers=gw._auth(...))
-    assert r.status_code == 200, r.get_json(silent=True)
 
 
 def stored(gw_app) -> list:

@@ -11,7 +11,7 @@ import json
 import time
 from collections import defaultdict
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from keystore_service.app import create_app
 from keystore_service.settings import Settings
@@ -20,9 +20,24 @@ from tests.faults.gateway_harness import RelayProcess
 from tests.support import Http
 
 from .support import HOLDER, KEY, Sink, create_source, deliver
-from .test_ordering import got, put, set_ordering, turn
+from .ordering_support import got, put, set_ordering, turn
 
 SERIAL = {"key": "/data/id", "mode": "serial"}
+
+
+def sweep(forwarding) -> list[str]:
+    """The relay's sweep (about once a second): it parks the held events, and lets go the
+    parked ones nothing holds; the event ids it took (a probe, or one whose window ended)."""
+    jobs, _ = forwarding.take_some(HOLDER, 16, ended=True)
+    return [j.event.event_id for j in jobs]
+
+
+def parked(gw_app) -> set[str]:
+    """The queued events without a next attempt: parked behind their key's earlier one."""
+    with gw_app.extensions["keystore"].database.engine.connect() as conn:
+        return set(conn.execute(select(hook_events.c.event_id).where(
+            hook_events.c.state == "queued", hook_events.c.next_attempt_at.is_(None)))
+            .scalars())
 
 
 def listed(gw) -> dict[str, tuple]:
@@ -122,6 +137,8 @@ def test_an_ordering_changed_away_from_serial_lets_the_held_events_go(
     put(gw, source, "a1", {"id": "A"})
     put(gw, source, "a2", {"id": "A"})
     assert turn(forwarding) == ["retry"]
+    sweep(forwarding)
+    assert parked(gw_app) == {"a2"}
     set_ordering(gw, sink, SERIAL)  # the same ordering again: still held
     assert turn(forwarding) == [] and listed(gw)["a2"] == ("queued", "a1")
     set_ordering(gw, sink, {"key": "/data/other", "mode": "serial"})  # another key
@@ -130,6 +147,67 @@ def test_an_ordering_changed_away_from_serial_lets_the_held_events_go(
     put(gw, source, "c1", {"other": "C"})  # the new key holds new events
     put(gw, source, "c2", {"other": "C"})
     assert listed(gw)["c2"] == ("queued", "c1")
+
+
+def test_the_sweep_parks_held_events_and_a_settle_lets_the_next_one_go(
+        gw_app, gw, sink, forwarding, clock):
+    """Held events are parked out of the due range, so takes do not read them while they
+    wait (a key's backlog of thousands would slow every tenant's takes); the settle of the
+    event before them makes the next one due at once, without waiting for a sweep."""
+    fails = {"a1"}
+    sink.answer = lambda n, r: 500 if json.loads(r["body"])["id"] in fails else 200
+    source = create_source(gw, gw.token, sink.url)
+    set_ordering(gw, sink, SERIAL)
+    for eid in ("a1", "a2", "a3"):
+        put(gw, source, eid, {"id": "A"})
+    assert turn(forwarding) == ["retry"]
+    assert sweep(forwarding) == [] and parked(gw_app) == {"a2", "a3"}
+    status, answer, _ = gw.get("/v1/deliveries", event_id="a3")
+    assert answer["deliveries"][0]["next_attempt_at"] is None
+    assert answer["deliveries"][0]["waiting_on"] == "a1"
+    fails.clear()
+    clock.advance(2)  # a1's retry
+    jobs = forwarding.take(HOLDER, 16)
+    assert [j.event.event_id for j in jobs] == ["a1"]
+    forwarding.settle_many(HOLDER, [(j, forwarding.attempt(j)) for j in jobs])
+    assert parked(gw_app) == {"a3"}  # a2 is due now: no sweep came in between
+    assert [j.event.event_id for j in forwarding.take(HOLDER, 16)] == ["a2"]
+
+
+def test_the_sweep_lets_go_a_parked_event_that_nothing_holds(gw_app, gw, sink, forwarding,
+                                                              clock):
+    """A settle that raced the sweep's parking can leave the next event parked with nothing
+    before it: the next sweep lets it go."""
+    source = create_source(gw, gw.token, sink.url)
+    set_ordering(gw, sink, SERIAL)
+    put(gw, source, "a1", {"id": "A"})
+    with gw_app.extensions["keystore"].database.engine.begin() as conn:
+        conn.execute(update(hook_events).values(next_attempt_at=None))  # as if raced
+    assert turn(forwarding) == [] and parked(gw_app) == {"a1"}
+    jobs, _ = forwarding.take_some(HOLDER, 16, ended=True)  # let go, and taken at once
+    assert [j.event.event_id for j in jobs] == ["a1"] and parked(gw_app) == set()
+    forwarding.settle_many(HOLDER, [(j, forwarding.attempt(j)) for j in jobs])
+    assert got(sink) == ["a1"]
+
+
+def test_a_redelivered_event_waits_while_a_later_one_of_its_key_is_forwarded(
+        gw_app, gw, sink, forwarding, clock):
+    """One at a time: a1, delivered and then redelivered, is not forwarded beside a2, which
+    is being forwarded; it goes once a2 settles."""
+    source = create_source(gw, gw.token, sink.url)
+    set_ordering(gw, sink, SERIAL)
+    put(gw, source, "a1", {"id": "A"})
+    assert turn(forwarding) == ["delivered"]
+    put(gw, source, "a2", {"id": "A"})
+    (a2,) = forwarding.take(HOLDER, 16)  # in flight
+    status, answer, _ = gw.post("/v1/deliveries/redeliver",
+                                {"source": "shop", "event_id": "a1", "force": True})
+    assert status == 202, answer
+    assert forwarding.take(HOLDER, 16) == [] and sweep(forwarding) == []
+    assert listed(gw)["a1"] == ("queued", "a2") and parked(gw_app) == {"a1"}
+    forwarding.settle_many(HOLDER, [(a2, forwarding.attempt(a2))])
+    assert turn(forwarding) == ["delivered"]
+    assert got(sink) == ["a1", "a2", "a1"]
 
 
 def test_relay_kills_keep_each_keys_order(database_url, tmp_path):

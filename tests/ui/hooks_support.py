@@ -67,3 +67,10 @@ def ana(browser, tokens) -> Browser:
 
 def text(html: str) -> str:
     return " ".join(re.sub(r"<[^>]+>", " ", html).split())
+
+
+def patch_ordering(app, tokens, url: str, given) -> None:
+    """PATCH /v1/sources/shop's destination with `given` as its ordering (None: none)."""
+    r = app.test_client().patch("/v1/sources/shop", json={"destination": {
+        "url": url, "ordering": given}}, headers={"Authorization": f"Bearer {tokens['ana']}"})
+    assert r.status_code == 200, r.get_json()

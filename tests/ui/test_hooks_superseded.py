@@ -11,7 +11,7 @@ import re
 
 import pytest
 
-from .hooks_support import ana, deliver, hooks_settings, pump, shop, sink, text
+from .hooks_support import ana, deliver, hooks_settings, patch_ordering, pump, shop, sink, text
 from .support import forms
 
 __all__ = ["ana", "shop", "sink"]
@@ -26,12 +26,6 @@ def body(event_id: str, version: int) -> bytes:
 @pytest.fixture
 def ui_settings(database_url):
     return hooks_settings(database_url)
-
-
-def patch_ordering(app, tokens, url: str, given) -> None:
-    r = app.test_client().patch("/v1/sources/shop", json={"destination": {
-        "url": url, "ordering": given}}, headers={"Authorization": f"Bearer {tokens['ana']}"})
-    assert r.status_code == 200, r.get_json()
 
 
 def test_a_superseded_event_is_shown_as_such_and_redelivered_from_its_page(

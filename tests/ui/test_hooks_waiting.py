@@ -12,8 +12,7 @@ import re
 
 import pytest
 
-from .hooks_support import ana, deliver, hooks_settings, pump, shop, sink, text
-from .test_hooks_superseded import patch_ordering
+from .hooks_support import ana, deliver, hooks_settings, patch_ordering, pump, shop, sink, text
 
 __all__ = ["ana", "shop", "sink"]
 

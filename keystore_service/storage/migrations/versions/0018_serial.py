@@ -2,8 +2,10 @@
 a source whose destination orders `serial` keeps its key's digest, read from its body when it
 is accepted (`hook_events.ordering_key`, domain/routing.ordering_key's "sha256:" and 64 hex
 digits; null: not ordered), so the take can hold an event while an earlier one of its key is
-queued or being forwarded (storage/take.py) without opening a sealed body. The index is the
-take's look for that earlier event, and holds only the events that have a key.
+queued or being forwarded (storage/take.py) without opening a sealed body. A held event is
+parked out of the due range (next_attempt_at null) until the event before it settles. Two
+indexes hold only the events that have a key: one is the take's look for an earlier event of
+the key, the other finds the due ones to park and the parked ones.
 
 A downgrade drops the column and the index, and the `ordering` of each source whose ordering is
 serial (0017 refuses serial): a downgraded source forwards without an order per key.
@@ -22,18 +24,24 @@ down_revision = "0017_ordering"
 branch_labels = None
 depends_on = None
 
-INDEX = "ix_hook_events_serial"
+INDEXES = {"ix_hook_events_serial": ["source_id", "ordering_key", "state", "id"],
+           "ix_hook_events_keyed": ["state", "next_attempt_at", "id"]}
 HAS_KEY = sa.text("ordering_key IS NOT NULL")
 
 
 def upgrade() -> None:
     op.add_column("hook_events", sa.Column("ordering_key", sa.String(71), nullable=True))
-    op.create_index(INDEX, "hook_events", ["source_id", "ordering_key", "id"],
-                    postgresql_where=HAS_KEY, sqlite_where=HAS_KEY)
+    for name, columns in INDEXES.items():
+        op.create_index(name, "hook_events", columns, postgresql_where=HAS_KEY,
+                        sqlite_where=HAS_KEY)
 
 
 def downgrade() -> None:
-    op.drop_index(INDEX, table_name="hook_events")
+    for name in INDEXES:
+        op.drop_index(name, table_name="hook_events")
+    # a parked event (held, so without a next attempt) is due again
+    op.execute(sa.text("UPDATE hook_events SET next_attempt_at = received_at "
+                       "WHERE state = 'queued' AND next_attempt_at IS NULL"))
     with op.batch_alter_table("hook_events", recreate="auto") as b:
         b.drop_column("ordering_key")
     conn = op.get_bind()
