@@ -328,9 +328,10 @@ def test_0017_adds_superseded_and_the_versions_and_its_downgrade_undoes_them(own
 
 def test_0018_keeps_a_serial_key_and_its_downgrade_drops_the_serial_ordering(own_url):
     """0018 up and down with rows on both backends: an event's `ordering_key` is a column
-    at 0018 only, indexed for the events that have one; a downgrade drops it and takes a
-    serial `ordering` out of the forward options (0017 refuses serial), a newer_wins one and
-    the events kept; an upgrade again finds every key null."""
+    at 0018 only, indexed for the events that have one; a downgrade drops it, makes a parked
+    event (queued without a next attempt) due, and takes a serial `ordering` out of the
+    forward options (0017 refuses serial), a newer_wins one and the events kept; an upgrade
+    again finds every key null."""
     import json
 
     from sqlalchemy import inspect, select, text
@@ -351,7 +352,8 @@ def test_0018_keeps_a_serial_key_and_its_downgrade_drops_the_serial_ordering(own
             conn.execute(insert(records).values(row(scope=f"hook:s{sid}", key="e", id=sid)))
             conn.execute(insert(hook_events).values(
                 tenant_id=1, source_id=sid, record_id=sid, event_id="e", state="queued",
-                headers="[]", received_at=1, window_start=1, attempts=0, body=b"{}",
+                headers="[]", received_at=sid, window_start=1, attempts=0, body=b"{}",
+                next_attempt_at=None if sid == 1 else 7,  # the first one parked
                 ordering_key="sha256:" + "b" * 64 if sid == 1 else None))
     assert "ix_hook_events_serial" in {i["name"] for i in inspect(engine).get_indexes(
         "hook_events")}
@@ -363,12 +365,13 @@ def test_0018_keeps_a_serial_key_and_its_downgrade_drops_the_serial_ordering(own
             cols = set(conn.execute(text("SELECT * FROM hook_events")).keys())
             configs = {i: json.loads(c) for i, c in conn.execute(
                 text("SELECT id, config FROM hook_sources")).all()}
-            events = conn.execute(text("SELECT count(*) FROM hook_events")).scalar()
+            events = conn.execute(text("SELECT next_attempt_at FROM hook_events ORDER BY id")
+                                  ).scalars().all()
         e.dispose()
         return cols, configs, events
     _to(own_url, "0017_ordering", down=True)
     cols, configs, events = look()
-    assert "ordering_key" not in cols and events == 2
+    assert "ordering_key" not in cols and events == [1, 7]  # its received_at: due
     assert configs == {1: {"forward": {}}, 2: {"forward": {"ordering": orderings[2]}}}
     _to(own_url, "0018_serial")
     assert "ordering_key" in look()[0]
