@@ -82,10 +82,13 @@ _RATE_ROOM = (f"(CASE WHEN s.rate_interval_us IS NULL THEN :n ELSE {_BURST} - "
 # partial index ix_hook_events_serial finds that one).
 def _first_of_key(e: str) -> str:
     """Queued event `e` is free to go: it has no key, or no other event of its key is being
-    forwarded and none accepted before it is queued (ix_hook_events_serial finds them)."""
-    return (f"({e}.ordering_key IS NULL OR NOT EXISTS (SELECT 1 FROM hook_events k "
-            f"WHERE k.source_id = {e}.source_id AND k.ordering_key = {e}.ordering_key AND "
-            f"(k.state = {_DELIVERING} OR (k.state = {_QUEUED} AND k.id < {e}.id))))")
+    forwarded and none accepted before it is queued. Two looks, each a range of
+    ix_hook_events_serial (source, key, state[, below id]) that never reads the key's
+    settled history (one look with an OR read all of the key's events, history too)."""
+    same = (f"SELECT 1 FROM hook_events k WHERE k.source_id = {e}.source_id AND "
+            f"k.ordering_key = {e}.ordering_key AND k.state = ")
+    return (f"({e}.ordering_key IS NULL OR (NOT EXISTS ({same}{_DELIVERING}) AND "
+            f"NOT EXISTS ({same}{_QUEUED} AND k.id < {e}.id)))")
 
 
 _FIRST_OF_KEY = _first_of_key("e")
