@@ -359,10 +359,12 @@ hook_events = Table(
     Index(None, "source_id", "event_type", "received_at"),  # filters by type (0013)
     # 0018: a serial key's other unsettled events (take), and the keyed events to park (due
     # but held) or to let go (parked: next_attempt_at null); only the events with a key
-    *(Index(name, *columns, postgresql_where=text("ordering_key IS NOT NULL"),
-            sqlite_where=text("ordering_key IS NOT NULL")) for name, columns in (
-        ("ix_hook_events_serial", ("source_id", "ordering_key", "state", "id")),
-        ("ix_hook_events_keyed", ("state", "next_attempt_at", "id")))),
+    *(Index(name, *columns, postgresql_where=text(where), sqlite_where=text(where))
+      for name, columns, where in (
+          ("ix_hook_events_serial", ("source_id", "ordering_key", "state", "id"),
+           "ordering_key IS NOT NULL"),
+          ("ix_hook_events_keyed", ("next_attempt_at", "id"),
+           "ordering_key IS NOT NULL AND state = 'queued'"))),
 )
 
 # Every forward of an event: when, how long, and what came back (a status or an error class,

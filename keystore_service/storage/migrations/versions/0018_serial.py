@@ -24,16 +24,20 @@ down_revision = "0017_ordering"
 branch_labels = None
 depends_on = None
 
-INDEXES = {"ix_hook_events_serial": ["source_id", "ordering_key", "state", "id"],
-           "ix_hook_events_keyed": ["state", "next_attempt_at", "id"]}
-HAS_KEY = sa.text("ordering_key IS NOT NULL")
+HAS_KEY = "ordering_key IS NOT NULL"
+# the take's look for another event of a key; the sweep's for queued keyed events to park
+# (due) or to let go (parked: null), which has no state column, so the planner never takes
+# it for the take's look (it would read every queued keyed event of every source)
+INDEXES = {"ix_hook_events_serial": (["source_id", "ordering_key", "state", "id"], HAS_KEY),
+           "ix_hook_events_keyed": (["next_attempt_at", "id"],
+                                    f"{HAS_KEY} AND state = 'queued'")}
 
 
 def upgrade() -> None:
     op.add_column("hook_events", sa.Column("ordering_key", sa.String(71), nullable=True))
-    for name, columns in INDEXES.items():
-        op.create_index(name, "hook_events", columns, postgresql_where=HAS_KEY,
-                        sqlite_where=HAS_KEY)
+    for name, (columns, where) in INDEXES.items():
+        op.create_index(name, "hook_events", columns, postgresql_where=sa.text(where),
+                        sqlite_where=sa.text(where))
 
 
 def downgrade() -> None:
