@@ -52,17 +52,21 @@ class Event:
 # or null.
 _O = hook_events.alias("o")
 _WAITING_ON = case((and_(E.state == Q.QUEUED.value, E.ordering_key.is_not(None)), select(
-    _O.c.event_id).where(_O.c.source_id == E.source_id, _O.c.ordering_key == E.ordering_key,
+    _O.c.event_id).where(_O.c.tenant_id == E.tenant_id, _O.c.source_id == E.source_id,
+                         _O.c.ordering_key == E.ordering_key,
                          or_(_O.c.state == Q.DELIVERING.value,
                              and_(_O.c.state == Q.QUEUED.value, _O.c.id < E.id)))
     .order_by(_O.c.id).limit(1).scalar_subquery())).label("waiting_on")
+_WAITING_ON_ONE = select(_WAITING_ON).where(E.tenant_id == bindparam("tid"),
+                                             E.id == bindparam("id"))
 # The next event of a serial key, once the one before it settled: the earliest queued one,
 # if it is parked (take.py), is due now.
 _K = hook_events.alias("k")
 _UNPARK = update(hook_events).where(
-    E.next_attempt_at.is_(None), E.state == Q.QUEUED.value,
+    E.tenant_id == bindparam("tid"), E.next_attempt_at.is_(None), E.state == Q.QUEUED.value,
     E.id == select(func.min(_K.c.id)).where(
-        _K.c.source_id == bindparam("sid"), _K.c.ordering_key == bindparam("key"),
+        _K.c.tenant_id == bindparam("tid"), _K.c.source_id == bindparam("sid"),
+        _K.c.ordering_key == bindparam("key"),
         _K.c.state == Q.QUEUED.value).scalar_subquery()).values(
     next_attempt_at=bindparam("now"))
 
@@ -101,8 +105,7 @@ class HookStore:
         self._claim_and_add = None if db.sqlite else Sql(claim_and_add_sql(), d)
         self._add_quietly = Sql(hook_events.insert().values(  # executemany: no RETURNING
             {n: bindparam(n) for n in cols}), d).text
-        self._unpark = Sql(_UNPARK, d)
-        self._waiting_on = Sql(select(_WAITING_ON).where(E.id == bindparam("id")), d)
+        self._unpark, self._waiting_on = Sql(_UNPARK, d), Sql(_WAITING_ON_ONE, d)
         self._of_record = Sql(select(hook_events).where(E.record_id == bindparam("rid")), d)
         self._by_id = Sql(select(hook_events).where(E.id == bindparam("id")), d)
         self._reset = Sql(update(hook_events).where(E.id == bindparam("eid")).values(
@@ -243,10 +246,11 @@ class HookStore:
         """In the settle's transaction (Database.steps), after `settled` left the queue for
         good: the next event of each one's serial key goes (storage/take.py parked it); keys
         in order, so two relays' row locks cannot cross."""
-        keys = sorted({(e.source_id, e.ordering_key) for e in settled if e.ordering_key})
+        keys = sorted({(e.tenant_id, e.source_id, e.ordering_key) for e in settled
+                       if e.ordering_key})
         if keys:
-            steps.send([(self._unpark, {"sid": sid, "key": key, "now": now})
-                        for sid, key in keys])
+            steps.send([(self._unpark, {"tid": tid, "sid": sid, "key": key, "now": now})
+                        for tid, sid, key in keys])
 
     def record_attempt(self, cur: Any, event: Event, now: Micros, duration_ms: int,
                        status: Optional[int], error: Optional[str], answer: str) -> None:
@@ -322,7 +326,7 @@ class HookStore:
         (queued under a serial destination); None when it waits on none."""
         if event.state != Q.QUEUED.value or event.ordering_key is None:
             return None
-        row = self._waiting_on.one(cur, {"id": event.id})
+        row = self._waiting_on.one(cur, {"tid": event.tenant_id, "id": event.id})
         return row[0] if row else None
 
     def attempts_of(self, cur: Any, event_pks: list[int]) -> dict[int, list[Attempt]]:

@@ -364,7 +364,7 @@ hook_events = Table(
           ("ix_hook_events_serial", ("source_id", "ordering_key", "state", "id"),
            "ordering_key IS NOT NULL"),
           ("ix_hook_events_keyed", ("next_attempt_at", "id"),
-           "ordering_key IS NOT NULL AND state = 'queued'"))),
+           f"ordering_key IS NOT NULL AND state = '{DeliveryState.QUEUED.value}'"))),
 )
 
 # Every forward of an event: when, how long, and what came back (a status or an error class,
