@@ -35,7 +35,7 @@ import urllib.request
 from pathlib import Path
 from typing import Optional
 
-from . import loadgen
+from . import loadgen, report
 from .common import BODY, ROOT, SECRET, SIGNATURE, median
 from .databases import open_db
 from .rate import _read_response, percentile
@@ -502,50 +502,39 @@ def _print(result: dict) -> None:
 
 
 def _chart(results: Path, path: Path) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    day = time.strftime("%Y-%m-%d")
-    found = {b: json.loads(f.read_text()) for b in ("sqlite", "postgres")
-             if (f := results / f"gateway-{b}-{day}.json").exists()}
-    if not found:
+    plt = report.pyplot()
+    found = report.todays(results, "gateway")
+    if plt is None or not found:
         return
     labels = ["claims", "ingest", "drain: serve", "drain: 1 relay", "drain: 2 relays"]
-    fig, (ax, lx) = plt.subplots(1, 2, figsize=(11, 3.8), dpi=100,
-                                 gridspec_kw={"width_ratios": [5, 3]})
-    width = 0.8 / len(found)
-    for n, (backend, r) in enumerate(found.items()):
-        f = r["forwarding"]
-        values = [r["ingest"]["claim_new_rps"], r["ingest"]["ingest_rps"],
-                  f["serve"]["events_per_s"], f["relay x1"]["events_per_s"],
-                  f["relay x2"]["events_per_s"]]
-        ax.bar([x + n * width for x in range(len(labels))], values, width,
-               label={"sqlite": "SQLite", "postgres": "PostgreSQL"}[backend])
-    ax.set_xticks([x + width * (len(found) - 1) / 2 for x in range(len(labels))], labels)
-    ax.set_ylabel("per second")
-    ax.set_title("ingest of signed events, and forwarding to a no-op sink", fontsize=10)
-    ax.legend()
-    # accept-to-first-forward, p50 and p99, at a quarter and at half the maximum ingest rate
-    spots = [(pct, step) for pct in ("p50", "p99") for step in ("latency_quarter", "latency")]
-    for n, (backend, r) in enumerate(found.items()):
-        values = [r[step][f"{pct}_ms"] if step in r else 0 for pct, step in spots]
-        bars = lx.bar([x + n * width for x in range(len(spots))], values, width,
-                      label={"sqlite": "SQLite", "postgres": "PostgreSQL"}[backend])
-        lx.bar_label(bars, fmt="%.0f", fontsize=7)
-    lx.axhline(20, color="grey", linestyle=":", linewidth=1, label="20 ms (p50 target)")
-    lx.set_xticks([x + width * (len(found) - 1) / 2 for x in range(len(spots))],
-                  [f"{pct}\n{'1/4' if step == 'latency_quarter' else '1/2'} rate"
-                   for pct, step in spots], fontsize=8)
-    lx.legend(fontsize=7)
-    lx.set_ylabel("ms, accept to first forward")
-    lx.set_title("latency at a quarter and half the ingest rate", fontsize=10)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    print(f"wrote {path}")
+    with report.figure(plt, path, ncols=2, figsize=(11, 3.8), dpi=100,
+                       gridspec_kw={"width_ratios": [5, 3]}) as (fig, (ax, lx)):
+        width = 0.8 / len(found)
+        for n, (backend, r) in enumerate(found.items()):
+            f = r["forwarding"]
+            values = [r["ingest"]["claim_new_rps"], r["ingest"]["ingest_rps"],
+                      f["serve"]["events_per_s"], f["relay x1"]["events_per_s"],
+                      f["relay x2"]["events_per_s"]]
+            ax.bar([x + n * width for x in range(len(labels))], values, width,
+                   label=report.NAMES[backend])
+        ax.set_xticks([x + width * (len(found) - 1) / 2 for x in range(len(labels))], labels)
+        ax.set_ylabel("per second")
+        ax.set_title("ingest of signed events, and forwarding to a no-op sink", fontsize=10)
+        ax.legend()
+        # accept-to-first-forward, p50 and p99, at a quarter and at half the maximum ingest rate
+        spots = [(pct, step) for pct in ("p50", "p99") for step in ("latency_quarter", "latency")]
+        for n, (backend, r) in enumerate(found.items()):
+            values = [r[step][f"{pct}_ms"] if step in r else 0 for pct, step in spots]
+            bars = lx.bar([x + n * width for x in range(len(spots))], values, width,
+                          label=report.NAMES[backend])
+            lx.bar_label(bars, fmt="%.0f", fontsize=7)
+        lx.axhline(20, color="grey", linestyle=":", linewidth=1, label="20 ms (p50 target)")
+        lx.set_xticks([x + width * (len(found) - 1) / 2 for x in range(len(spots))],
+                      [f"{pct}\n{'1/4' if step == 'latency_quarter' else '1/2'} rate"
+                       for pct, step in spots], fontsize=8)
+        lx.legend(fontsize=7)
+        lx.set_ylabel("ms, accept to first forward")
+        lx.set_title("latency at a quarter and half the ingest rate", fontsize=10)
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import loadgen
+from . import loadgen, report
 from .databases import load_rows, open_db
 from .common import median
 from .scenarios import CLOSED
@@ -204,31 +204,23 @@ def _print(result: dict) -> None:
 
 
 def _chart(result: dict, path: Path) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is missing (the bench extra): no chart")
+    plt = report.pyplot()
+    if plt is None:
         return
     names = list(result["layouts"])
     shown = [("claim_new", "claims, 16 conn."), ("claim_new_64", "claims, 64 conn."),
              ("replay", "replays"), ("hot_keys", "hot keys, 64 conn.")]
-    fig, ax = plt.subplots(figsize=(8, 3.6), dpi=100)
-    width = 0.8 / len(names)
-    for i, name in enumerate(names):
-        values = [result["layouts"][name]["vs_lookup"][s] for s, _ in shown]
-        ax.bar([x + i * width for x in range(len(shown))], values, width, label=name)
-    ax.axhline(1.0, color="black", linewidth=0.8)
-    ax.set_xticks([x + width * (len(names) - 1) / 2 for x in range(len(shown))],
-                  [label for _, label in shown])
-    ax.set_ylabel("requests/s ÷ lookup's")
-    ax.set_title(f"{result['backend']}: group commit (on/off) and workers x threads")
-    ax.legend(fontsize=8, ncols=len(names))
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    print(f"wrote {path}")
+    with report.figure(plt, path, figsize=(8, 3.6), dpi=100) as (fig, ax):
+        width = 0.8 / len(names)
+        for i, name in enumerate(names):
+            values = [result["layouts"][name]["vs_lookup"][s] for s, _ in shown]
+            ax.bar([x + i * width for x in range(len(shown))], values, width, label=name)
+        ax.axhline(1.0, color="black", linewidth=0.8)
+        ax.set_xticks([x + width * (len(names) - 1) / 2 for x in range(len(shown))],
+                      [label for _, label in shown])
+        ax.set_ylabel("requests/s ÷ lookup's")
+        ax.set_title(f"{result['backend']}: group commit (on/off) and workers x threads")
+        ax.legend(fontsize=8, ncols=len(names))
 
 
 if __name__ == "__main__":

@@ -37,6 +37,7 @@ from pathlib import Path
 import psycopg
 from sqlalchemy.engine import make_url
 
+from . import report
 from .common import ROOT, SECRET, median
 from .gateway import Sink, _scratch
 from .rate import _read_response, percentile
@@ -350,49 +351,40 @@ def _print(result: dict) -> None:
 
 
 def _chart(results: Path, path: Path) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
+    plt = report.pyplot()
     day = time.strftime("%Y-%m-%d")
-    found = {b: json.loads(f.read_text()) for b in ("sqlite", "postgres")
-             if (f := results / f"ordering-{b}-{day}.json").exists()}
-    if not found:
+    found = report.todays(results, "ordering", day)
+    if plt is None or not found:
         return
-    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
-    fig, (ax, lx) = plt.subplots(1, 2, figsize=(11, 3.8), dpi=100)
-    width = 0.8 / len(found)
-    for n, (backend, r) in enumerate(found.items()):
-        values = [r["drain"][v]["forwards_per_s"] for v in VARIANTS]
-        bars = ax.bar([x + n * width for x in range(3)], values, width, label=names[backend])
-        ax.bar_label(bars, fmt="%.0f", fontsize=7)
-    ax.set_xticks([x + width * (len(found) - 1) / 2 for x in range(3)],
-                  ["no ordering", "serial, 1,000 keys", "serial, 1 key"], fontsize=8)
-    ax.set_ylabel("forwards per second")
-    ax.set_title("draining a queue to a no-op sink", fontsize=10)
-    ax.legend(fontsize=8)
-    # a run of another revision (--source) of the same day: its held backlog beside this one
-    other = {b: json.loads(f.read_text()) for b in found
-             for f in sorted(results.glob(f"ordering-{b}-{day}-*.json"))[:1]}
-    for n, (backend, r) in enumerate(found.items()):
-        b, old = r["backlog"], other.get(backend, {}).get("backlog", {})
-        bars = lx.bar([x + n * width for x in range(3)], [b["without_p50_ms"],
-                      b["with_p50_ms"], old.get("with_p50_ms", 0)], width, label=names[backend])
-        lx.bar_label(bars, fmt="%.0f", fontsize=7)
-    held = next(iter(found.values()))["backlog"]["held"]
-    before = next(iter(other.values()), {}).get("revision", "none run")
-    lx.set_xticks([x + width * (len(found) - 1) / 2 for x in range(3)],
-                  ["nothing held", f"{held:,} of one key held", f"the same, at {before}"],
-                  fontsize=8)
-    lx.set_ylabel("ms, accept to forward (p50)")  # from the 202
-    lx.set_title("another source's events, 5 a second", fontsize=10)
-    lx.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    print(f"wrote {path}")
+    with report.figure(plt, path, ncols=2, figsize=(11, 3.8), dpi=100) as (fig, (ax, lx)):
+        width = 0.8 / len(found)
+        for n, (backend, r) in enumerate(found.items()):
+            values = [r["drain"][v]["forwards_per_s"] for v in VARIANTS]
+            bars = ax.bar([x + n * width for x in range(3)], values, width,
+                          label=report.NAMES[backend])
+            ax.bar_label(bars, fmt="%.0f", fontsize=7)
+        ax.set_xticks([x + width * (len(found) - 1) / 2 for x in range(3)],
+                      ["no ordering", "serial, 1,000 keys", "serial, 1 key"], fontsize=8)
+        ax.set_ylabel("forwards per second")
+        ax.set_title("draining a queue to a no-op sink", fontsize=10)
+        ax.legend(fontsize=8)
+        # a run of another revision (--source) of the same day: its held backlog beside this one
+        other = {b: json.loads(f.read_text()) for b in found
+                 for f in sorted(results.glob(f"ordering-{b}-{day}-*.json"))[:1]}
+        for n, (backend, r) in enumerate(found.items()):
+            b, old = r["backlog"], other.get(backend, {}).get("backlog", {})
+            bars = lx.bar([x + n * width for x in range(3)], [b["without_p50_ms"],
+                          b["with_p50_ms"], old.get("with_p50_ms", 0)], width,
+                          label=report.NAMES[backend])
+            lx.bar_label(bars, fmt="%.0f", fontsize=7)
+        held = next(iter(found.values()))["backlog"]["held"]
+        before = next(iter(other.values()), {}).get("revision", "none run")
+        lx.set_xticks([x + width * (len(found) - 1) / 2 for x in range(3)],
+                      ["nothing held", f"{held:,} of one key held", f"the same, at {before}"],
+                      fontsize=8)
+        lx.set_ylabel("ms, accept to forward (p50)")  # from the 202
+        lx.set_title("another source's events, 5 a second", fontsize=10)
+        lx.legend(fontsize=8)
 
 
 if __name__ == "__main__":

@@ -31,7 +31,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from . import loadgen
+from . import loadgen, report
 from .common import ROOT, SIGNATURE, median
 from .gateway import Sink, _scratch, _send_at_rate, make_source, wait_for
 from .servers import Service
@@ -233,46 +233,36 @@ def _print(result: dict) -> None:
 
 
 def _chart(results: Path, path: Path) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = report.pyplot()
+    found = report.todays(results, "recovery")
+    if plt is None or not found:
         return
-    day = time.strftime("%Y-%m-%d")
-    found = {b: json.loads(f.read_text()) for b in ("sqlite", "postgres")
-             if (f := results / f"recovery-{b}-{day}.json").exists()}
-    if not found:
-        return
-    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
-    fig, (ax, ox) = plt.subplots(1, 2, figsize=(11, 3.8), dpi=100)
-    labels = ["ingest, off", "ingest, on", "forwards, off", "forwards, on"]
-    width = 0.8 / len(found)
-    for n, (backend, r) in enumerate(found.items()):
-        al = r["alerts"]
-        values = [al["ingest_rps"]["off"], al["ingest_rps"]["on"],
-                  al["forwards_per_s"]["off"], al["forwards_per_s"]["on"]]
-        bars = ax.bar([x + n * width for x in range(4)], values, width, label=names[backend])
-        ax.bar_label(bars, fmt="%.0f", fontsize=7)
-    ax.set_xticks([x + width * (len(found) - 1) / 2 for x in range(4)], labels, fontsize=8)
-    ax.set_ylabel("per second")
-    ax.set_title("alerts off vs on (a channel, watchers every 1 s)", fontsize=10)
-    ax.legend(fontsize=8)
-    variants = ["stream", "idle"]
-    for n, (backend, r) in enumerate(found.items()):
-        values = [r["outage"].get(v, {}).get("to_last_s") or 0 for v in variants]
-        bars = ox.bar([x + n * width for x in range(2)], values, width, label=names[backend])
-        ox.bar_label(bars, fmt="%.1f", fontsize=7)
-    ox.axhline(60, color="grey", linestyle=":", linewidth=1, label="60 s (the contract)")
-    ox.set_xticks([x + width * (len(found) - 1) / 2 for x in range(2)],
-                  ["a new event at the return", "no traffic (the 30 s probe)"], fontsize=8)
-    ox.set_ylabel("s, destination back to last delivery")
-    ox.set_title("the queue after an outage", fontsize=10)
-    ox.legend(fontsize=7)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    print(f"wrote {path}")
+    with report.figure(plt, path, ncols=2, figsize=(11, 3.8), dpi=100) as (fig, (ax, ox)):
+        labels = ["ingest, off", "ingest, on", "forwards, off", "forwards, on"]
+        width = 0.8 / len(found)
+        for n, (backend, r) in enumerate(found.items()):
+            al = r["alerts"]
+            values = [al["ingest_rps"]["off"], al["ingest_rps"]["on"],
+                      al["forwards_per_s"]["off"], al["forwards_per_s"]["on"]]
+            bars = ax.bar([x + n * width for x in range(4)], values, width,
+                          label=report.NAMES[backend])
+            ax.bar_label(bars, fmt="%.0f", fontsize=7)
+        ax.set_xticks([x + width * (len(found) - 1) / 2 for x in range(4)], labels, fontsize=8)
+        ax.set_ylabel("per second")
+        ax.set_title("alerts off vs on (a channel, watchers every 1 s)", fontsize=10)
+        ax.legend(fontsize=8)
+        variants = ["stream", "idle"]
+        for n, (backend, r) in enumerate(found.items()):
+            values = [r["outage"].get(v, {}).get("to_last_s") or 0 for v in variants]
+            bars = ox.bar([x + n * width for x in range(2)], values, width,
+                          label=report.NAMES[backend])
+            ox.bar_label(bars, fmt="%.1f", fontsize=7)
+        ox.axhline(60, color="grey", linestyle=":", linewidth=1, label="60 s (the contract)")
+        ox.set_xticks([x + width * (len(found) - 1) / 2 for x in range(2)],
+                      ["a new event at the return", "no traffic (the 30 s probe)"], fontsize=8)
+        ox.set_ylabel("s, destination back to last delivery")
+        ox.set_title("the queue after an outage", fontsize=10)
+        ox.legend(fontsize=7)
 
 
 if __name__ == "__main__":

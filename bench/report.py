@@ -8,8 +8,12 @@ import platform
 import re
 import sqlite3
 import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from importlib import metadata
 from pathlib import Path
+from typing import Optional
 
 BACKENDS = ("sqlite", "postgres")
 NAMES = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
@@ -120,49 +124,78 @@ def _t(name: str, value: float, op: str, limit: float) -> dict:
     return {"target": f"{name} {op} {limit:g}", "value": value, "limit": limit, "met": met}
 
 
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (files only, no display), or None, saying so,
+    where matplotlib (the bench extra) is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is missing (the bench extra): no chart")
+        return None
+    return plt
+
+
+@contextmanager
+def figure(plt, path: Path, **subplots) -> Iterator[tuple]:
+    """(figure, axes) of `plt.subplots(**subplots)`; at the end of the block the figure is
+    laid out, saved to `path` (its folder made) at the figure's dpi, and closed."""
+    fig, axes = plt.subplots(**subplots)
+    try:
+        yield fig, axes
+        fig.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path)
+    finally:
+        plt.close(fig)
+    print(f"wrote {path}")
+
+
+def todays(results: Path, bench: str, day: Optional[str] = None) -> dict:
+    """The results of `bench` run today (or on `day`), by backend: the files
+    <results>/<bench>-<backend>-<day>.json that exist."""
+    day = day or time.strftime("%Y-%m-%d")
+    return {b: json.loads(f.read_text()) for b in BACKENDS
+            if (f := results / f"{bench}-{b}-{day}.json").exists()}
+
+
 def charts(results: dict, derived: dict, outdir: Path, stem: str) -> list[Path]:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    outdir.mkdir(parents=True, exist_ok=True)
+    plt = pyplot()
+    if plt is None:
+        raise ImportError("matplotlib (the bench extra) draws the charts")
     backends = [b for b in BACKENDS if b in derived["ratios"]]
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    for ax, key, title in ((axes[0], "vs_lookup", "requests/s ÷ lookup (one round trip)"),
-                           (axes[1], "vs_limit", "rate ÷ database limit (no HTTP)")):
-        names = [s for s in SCENARIOS if any(derived["ratios"][b].get(s, {}).get(key)
-                                             is not None
-                                             for b in backends)
-                 and not (key == "vs_noop" and s == "batch")]  # keys/s: vs raw inserts only
-        names = [s for s in names if s != "claim_new_64"]
-        width = 0.8 / max(1, len(backends))
-        for i, b in enumerate(backends):
-            vals = [derived["ratios"][b].get(s, {}).get(key) or 0 for s in names]
-            ax.bar([x + i * width for x in range(len(names))], vals, width, label=NAMES[b])
-        ax.set_xticks([x + width * (len(backends) - 1) / 2 for x in range(len(names))], names,
-                      rotation=20)
-        ax.axhline(1.0, color="grey", lw=0.8)
-        ax.set_title(title)
+    paths = [outdir / f"{stem}-ratios.png", outdir / f"{stem}-growth.png"]
+    with figure(plt, paths[0], ncols=2, figsize=(11, 4), dpi=90) as (fig, axes):
+        for ax, key, title in ((axes[0], "vs_lookup", "requests/s ÷ lookup (one round trip)"),
+                               (axes[1], "vs_limit", "rate ÷ database limit (no HTTP)")):
+            names = [s for s in SCENARIOS if any(derived["ratios"][b].get(s, {}).get(key)
+                                                 is not None
+                                                 for b in backends)
+                     and not (key == "vs_noop" and s == "batch")]  # keys/s: vs raw inserts
+            names = [s for s in names if s != "claim_new_64"]
+            width = 0.8 / max(1, len(backends))
+            for i, b in enumerate(backends):
+                vals = [derived["ratios"][b].get(s, {}).get(key) or 0 for s in names]
+                ax.bar([x + i * width for x in range(len(names))], vals, width,
+                       label=NAMES[b])
+            ax.set_xticks([x + width * (len(backends) - 1) / 2 for x in range(len(names))],
+                          names, rotation=20)
+            ax.axhline(1.0, color="grey", lw=0.8)
+            ax.set_title(title)
+            ax.legend()
+    with figure(plt, paths[1], figsize=(7, 4), dpi=90) as (fig, ax):
+        for b in backends:
+            g = results[b]["growth"]
+            sizes = [k for k in g if not k.startswith("_")]
+            for s, style in (("claim_new", "-o"), ("lookup", "--s")):
+                ax.plot([int(x) for x in sizes], [g[x][s]["p50_ms"] for x in sizes], style,
+                        label=f"{NAMES[b]} {s}")
+        ax.set_xscale("log")
+        ax.set_xlabel("rows in the table")
+        ax.set_ylabel("p50 latency (ms), 4 connections")
+        ax.set_title("latency vs table size")
         ax.legend()
-    fig.tight_layout()
-    paths = [outdir / f"{stem}-ratios.png"]
-    fig.savefig(paths[0], dpi=90)
-    plt.close(fig)
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for b in backends:
-        g = results[b]["growth"]
-        sizes = [k for k in g if not k.startswith("_")]
-        for s, style in (("claim_new", "-o"), ("lookup", "--s")):
-            ax.plot([int(x) for x in sizes], [g[x][s]["p50_ms"] for x in sizes], style,
-                    label=f"{NAMES[b]} {s}")
-    ax.set_xscale("log")
-    ax.set_xlabel("rows in the table")
-    ax.set_ylabel("p50 latency (ms), 4 connections")
-    ax.set_title("latency vs table size")
-    ax.legend()
-    fig.tight_layout()
-    paths.append(outdir / f"{stem}-growth.png")
-    fig.savefig(paths[1], dpi=90)
-    plt.close(fig)
     return paths
 
 

@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
+from . import report
 from .common import ROOT, median
 from .databases import open_db
 from .gateway import _relays, _send_at_rate, _stop, make_source
@@ -347,35 +348,24 @@ def _print(result: dict) -> None:
 
 
 def _chart(results: Path, path: Path) -> None:
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = report.pyplot()
+    found = report.todays(results, "sends")
+    if plt is None or not found:
         return
-    day = time.strftime("%Y-%m-%d")
-    found = {b: json.loads(f.read_text()) for b in ("sqlite", "postgres")
-             if (f := results / f"sends-{b}-{day}.json").exists()}
-    if not found:
-        return
-    names = {"sqlite": "SQLite", "postgres": "PostgreSQL"}
-    fig, ax = plt.subplots(figsize=(7.5, 3.8), dpi=100)
-    labels = ["forwards", "sends", "sends settled by a check"]
-    width = 0.8 / len(found)
-    for n, (backend, r) in enumerate(found.items()):
-        values = [r["forwards_per_s"], r["sends_per_s"], r["checked_sends_per_s"]]
-        bars = ax.bar([x + n * width for x in range(3)], values, width,
-                      label=f"{names[backend]} (sends / forwards {r['sends_vs_forwards']})")
-        ax.bar_label(bars, fmt="%.0f", fontsize=7)
-    ax.set_xticks([x + width * (len(found) - 1) / 2 for x in range(3)], labels, fontsize=8)
-    ax.set_ylabel("per second, drained by serve's relays")
-    ax.set_title("sends beside forwards, to a no-op API (target: sends >= 0.8 of forwards)",
-                 fontsize=10)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
-    print(f"wrote {path}")
+    with report.figure(plt, path, figsize=(7.5, 3.8), dpi=100) as (fig, ax):
+        labels = ["forwards", "sends", "sends settled by a check"]
+        width = 0.8 / len(found)
+        for n, (backend, r) in enumerate(found.items()):
+            values = [r["forwards_per_s"], r["sends_per_s"], r["checked_sends_per_s"]]
+            bars = ax.bar([x + n * width for x in range(3)], values, width,
+                          label=f"{report.NAMES[backend]} "
+                                f"(sends / forwards {r['sends_vs_forwards']})")
+            ax.bar_label(bars, fmt="%.0f", fontsize=7)
+        ax.set_xticks([x + width * (len(found) - 1) / 2 for x in range(3)], labels, fontsize=8)
+        ax.set_ylabel("per second, drained by serve's relays")
+        ax.set_title("sends beside forwards, to a no-op API (target: sends >= 0.8 of forwards)",
+                     fontsize=10)
+        ax.legend(fontsize=8)
 
 
 if __name__ == "__main__":
