@@ -58,7 +58,7 @@ class Deliveries:
         is a glob (domain/bulk.py)."""
         after = _decode(cursor) if cursor else None
         rows, attempts = self.events.page(tenant_id, source, state, event_id, limit + 1, after,
-                                          event_type)
+                                          event_type, now=self.clock())
         out = [Delivery(name, event, attempts.get(event.id, []), waiting)
                for name, event, waiting in rows[:limit]]
         last = out[-1].event if out else None
@@ -77,7 +77,7 @@ class Deliveries:
                 raise errors.NotFound("no such event of this source")
             attempts = self.events.attempts_of(cur, [event.id]).get(event.id, [])
             reviews = self.reviews.open_of(cur, record.id)
-            waiting = self.events.waiting_on(cur, event)
+            waiting = self.events.waiting_on(cur, event, self.clock())
         return Detail(source, event, attempts, record, reviews, waiting)
 
     def redeliver(self, tenant_id: int, source_name: str, event_id: str,

@@ -260,7 +260,8 @@ class Forwarding:
             self._advance(steps, [job for job, *_ in plans
                                   if out.get(job.event.id) is Outcome.DELIVERED], now)
             self.events.unpark(steps, [job.event for job, *_ in plans if out.get(
-                job.event.id) not in (None, Outcome.RETRY)], now)
+                job.event.id) not in (None, Outcome.RETRY)], now, tuple(
+                job.event for job, *_ in plans if out.get(job.event.id) is Outcome.RETRY))
             last_error: dict[int, Optional[str]] = {}  # per source: its newest attempt's
             pauses: dict[int, Micros] = {}
             health: dict[int, Health] = {}

@@ -168,12 +168,13 @@ class Ingest:
         values = new_record_values(
             source.tenant_id, rules.scope_of(source.name), event_id, fingerprint, token_hash,
             now, window_end, now + source.ttl_seconds * SECOND, domain.OnStale.RETRY.value)
+        key, mode = ordering.held_key(source.config, body)
         event = {"tenant_id": source.tenant_id, "source_id": source.id, "event_id": event_id,
                  "state": DeliveryState.QUEUED.value, "body": body, "headers": json.dumps(headers),
                  "received_at": now, "window_start": now, "next_attempt_at": now,
                  "attempts": 0, "lease_holder": None, "lease_until": None,
                  "delivered_at": None, "body_dropped_at": None, "event_type": event_type,
-                 "ordering_key": ordering.serial_key(source.config, body)}
+                 "ordering_key": key, "ordering_mode": mode}
         # The usual cases first: a new event id, or a plain repeat.
         if self.groups is not None:
             arrival = self.groups.submit(_key(values), (values, event))

@@ -1,11 +1,14 @@
 """A destination's ordering per key (CONTRACT.md "Routing").
 
-serial: each event's key is read from its body when it is accepted (serial_key, kept in
-hook_events.ordering_key), and the take holds an event while an earlier one of its key is
-queued or being forwarded (storage/take.py); an event without a key (none at the pointer, a
-body that is not JSON) is not held and holds none.
+Both modes: each event's key is read from its body when it is accepted (held_key, kept in
+hook_events.ordering_key with its mode in ordering_mode), and the take forwards one event of
+a key at a time (storage/take.py); an event without a key (none at the pointer, a body that
+is not JSON) is not held and holds none.
 
-newer_wins: at an
+serial: an event also waits while an earlier one of its key is queued (for its retry too).
+
+newer_wins: an event waits while an earlier one of its key is due, not while one waits for
+its retry (which is then superseded at its turn if a newer one was delivered). At an
 event's turn, after its filter, an event whose version is not newer than the last delivered
 one of its key is `superseded` (nothing is sent); when one is delivered, its version becomes
 the key's last, in the same transaction (storage/versions.py). What cannot be compared goes
@@ -56,23 +59,27 @@ def read_ordering(forward: dict) -> Optional[Ordering]:
     return parsed if parsed.mode is OrderingMode.NEWER_WINS else None
 
 
-def serial_key(config: str, body: bytes) -> Optional[str]:
-    """The event's key digest (routing.ordering_key) under its source's destination when
-    that orders `serial` (`config`: the source's stored options); None otherwise."""
-    pointer = _serial_pointer(config)
-    return None if pointer is None else ordering_key(body, pointer)
+def held_key(config: str, body: bytes) -> tuple[Optional[str], Optional[str]]:
+    """The event's key digest (routing.ordering_key) and the mode it is held under
+    (storage/take.py) when its source's destination orders `serial` or `newer_wins`
+    (`config`: the source's stored options); (None, None) otherwise, or without a key."""
+    given = _ordering_of(config)
+    if given is None:
+        return None, None
+    key = ordering_key(body, given[0])
+    return (key, given[1]) if key is not None else (None, None)
 
 
 @lru_cache(maxsize=1024)
-def _serial_pointer(config: str) -> Optional[str]:
-    """The key pointer of a serial destination's stored ordering; None for any other (or
-    one that does not read: its events are not held)."""
+def _ordering_of(config: str) -> Optional[tuple[str, str]]:
+    """The key pointer and mode of the stored ordering; None without one (or for one that
+    does not read: its events are not held)."""
     given = json.loads(config).get("forward", {}).get("ordering")
     try:
         parsed = route_specs.parse_ordering(given) if given is not None else None
     except route_specs.RouteError:
         return None
-    return parsed.key if parsed is not None and parsed.mode is OrderingMode.SERIAL else None
+    return None if parsed is None else (parsed.key, parsed.mode.value)
 
 
 def keyed(ordering: Optional[Ordering], body: Optional[bytes]) -> Optional[Keyed]:

@@ -14,7 +14,7 @@ from keystore_service import errors
 from keystore_service.domain import route_specs
 from keystore_service.domain.names import NAME
 from keystore_service.domain.records import SECOND, Micros
-from keystore_service.domain.routing import Ordering, OrderingMode
+from keystore_service.domain.routing import Ordering
 from keystore_service.gateway import destinations, providers
 from keystore_service.gateway.destinations import Policy
 from keystore_service.gateway.ingest import ingest_hash
@@ -170,8 +170,8 @@ class Sources:
         now = self.clock()
         with self.store.transaction() as cur:
             self.store.change(cur, source, changes, now)
-            if _serial(config) != _serial(source.options):
-                self.store.unkey(cur, source, now)  # held by the serial ordering it had
+            if _held_by(config) != _held_by(source.options):
+                self.store.unkey(cur, source, now)  # held by the ordering it had
         return self.get(tenant_id, name)
 
     def resume(self, tenant_id: int, name: str) -> Shown:
@@ -354,10 +354,11 @@ def _ordering(given: Any) -> Ordering:
     return parsed
 
 
-def _serial(config: dict) -> Optional[str]:
-    """The key pointer of a serial ordering in `config` (stored options), or None."""
+def _held_by(config: dict) -> tuple[Optional[str], Optional[str]]:
+    """The key pointer and mode of the ordering in `config` (stored options) that the take
+    holds events by (gateway/ordering.py), or (None, None)."""
     given = config.get("forward", {}).get("ordering") or {}
-    return given.get("key") if given.get("mode") == OrderingMode.SERIAL.value else None
+    return given.get("key"), given.get("mode")
 
 
 def _check_ttl(ttl: int, retry_window: int) -> None:

@@ -11,6 +11,7 @@ from sqlalchemy import and_, bindparam, case, delete, func, null, or_, select, u
 
 from keystore_service.domain.deliveries import DeliveryState as Q
 from keystore_service.domain.records import SECOND, Micros, Record
+from keystore_service.domain.routing import OrderingMode
 from keystore_service.storage.bulk_sql import type_glob
 from keystore_service.storage.db import Database
 from keystore_service.storage.event_sql import claim_and_add_sql, leased, settled_sql
@@ -23,6 +24,7 @@ ATTEMPTS_SHOWN = 20  # per delivery in a listing: the newest; the count says how
 REDELIVERABLE = (Q.DELIVERED.value, Q.FAILED.value, Q.FILTERED.value,  # settled states
                  Q.SUPERSEDED.value)
 UNSENT = (Q.FILTERED.value, Q.SUPERSEDED.value)  # settled without a forward
+_OWN = ("id", "tenant_id", "source_id", "record_id", "event_id")  # what a reset keeps
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,31 +46,39 @@ class Event:
     delivered_at: Optional[Micros]
     body_dropped_at: Optional[Micros]
     event_type: Optional[str] = None  # the provider's name for it (0013), None if it has none
-    ordering_key: Optional[str] = None  # its key under a serial destination (0018), or None
+    ordering_key: Optional[str] = None  # its key under an ordered destination (0018), or None
+    ordering_mode: Optional[str] = None  # the OrderingMode it is held under (0019), or None
 
 
-# A serial destination's queued event waits on the earliest event of its key that holds it
-# (storage/take.py): one being forwarded, or one accepted before it and queued; its event id,
-# or null.
+# An ordered destination's queued event waits on the earliest event of its key that holds it
+# (storage/take.py): one being forwarded, or one accepted before it and queued (newer_wins:
+# and due); its event id, or null.
 _O = hook_events.alias("o")
 _WAITING_ON = case((and_(E.state == Q.QUEUED.value, E.ordering_key.is_not(None)), select(
     _O.c.event_id).where(_O.c.tenant_id == E.tenant_id, _O.c.source_id == E.source_id,
                          _O.c.ordering_key == E.ordering_key,
                          or_(_O.c.state == Q.DELIVERING.value,
-                             and_(_O.c.state == Q.QUEUED.value, _O.c.id < E.id)))
+                             and_(_O.c.state == Q.QUEUED.value, _O.c.id < E.id,
+                                  or_(E.ordering_mode == OrderingMode.SERIAL.value,
+                                      _O.c.next_attempt_at <= bindparam("now")))))
     .order_by(_O.c.id).limit(1).scalar_subquery())).label("waiting_on")
 _WAITING_ON_ONE = select(_WAITING_ON).where(E.tenant_id == bindparam("tid"),
                                              E.id == bindparam("id"))
-# The next event of a serial key, once the one before it settled: the earliest queued one,
-# if it is parked (take.py), is due now.
+# The next event of a key, once the one before it settled: the earliest queued one, if it is
+# parked (take.py), is due now; under newer_wins (where one waiting for its retry holds
+# nothing), the earliest parked one.
 _K = hook_events.alias("k")
-_UNPARK = update(hook_events).where(
-    E.tenant_id == bindparam("tid"), E.next_attempt_at.is_(None), E.state == Q.QUEUED.value,
-    E.id == select(func.min(_K.c.id)).where(
-        _K.c.tenant_id == bindparam("tid"), _K.c.source_id == bindparam("sid"),
-        _K.c.ordering_key == bindparam("key"),
-        _K.c.state == Q.QUEUED.value).scalar_subquery()).values(
-    next_attempt_at=bindparam("now"))
+
+
+def _unpark(parked_only: bool) -> Any:
+    first = [_K.c.tenant_id == bindparam("tid"), _K.c.source_id == bindparam("sid"),
+             _K.c.ordering_key == bindparam("key"), _K.c.state == Q.QUEUED.value]
+    if parked_only:
+        first.append(_K.c.next_attempt_at.is_(None))
+    return update(hook_events).where(
+        E.tenant_id == bindparam("tid"), E.next_attempt_at.is_(None), E.state == Q.QUEUED.value,
+        E.id == select(func.min(_K.c.id)).where(*first).scalar_subquery()).values(
+        next_attempt_at=bindparam("now"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,14 +115,12 @@ class HookStore:
         self._claim_and_add = None if db.sqlite else Sql(claim_and_add_sql(), d)
         self._add_quietly = Sql(hook_events.insert().values(  # executemany: no RETURNING
             {n: bindparam(n) for n in cols}), d).text
-        self._unpark, self._waiting_on = Sql(_UNPARK, d), Sql(_WAITING_ON_ONE, d)
+        self._unpark = {p: Sql(_unpark(p), d) for p in (False, True)}
+        self._waiting_on = Sql(_WAITING_ON_ONE, d)
         self._of_record = Sql(select(hook_events).where(E.record_id == bindparam("rid")), d)
         self._by_id = Sql(select(hook_events).where(E.id == bindparam("id")), d)
-        self._reset = Sql(update(hook_events).where(E.id == bindparam("eid")).values(
-            {n: bindparam(n) for n in ("state", "body", "headers", "received_at",
-                                       "window_start", "next_attempt_at", "attempts",
-                                       "lease_holder", "lease_until", "delivered_at",
-                                       "body_dropped_at", "event_type", "ordering_key")}
+        self._reset = Sql(update(hook_events).where(E.id == bindparam("eid")).values(  # all
+            {c.name: bindparam(c.name) for c in hook_events.c if c.name not in _OWN}
         ).returning(*hook_events.c), d)
         self._forget = Sql(delete(hook_attempts).where(A.event_pk == bindparam("eid")), d)
         # The take (storage/take.py): fair across tenants and sources, in two round trips.
@@ -242,15 +250,22 @@ class HookStore:
             return self._settled, params
         return self._settled_ended, {**params, "ending": record_state, "result": result}
 
-    def unpark(self, steps: Any, settled: list[Event], now: Micros) -> None:
+    def unpark(self, steps: Any, settled: list[Event], now: Micros,
+               retried: tuple[Event, ...] = ()) -> None:
         """In the settle's transaction (Database.steps), after `settled` left the queue for
-        good: the next event of each one's serial key goes (storage/take.py parked it); keys
-        in order, so two relays' row locks cannot cross."""
-        keys = sorted({(e.tenant_id, e.source_id, e.ordering_key) for e in settled
-                       if e.ordering_key})
+        good: the next event of each one's key goes (storage/take.py parked it): serial's
+        earliest queued one if it is parked; newer_wins' earliest parked one (an earlier
+        one waiting for its retry holds none), also after the newer_wins events of `retried`
+        went back to wait. Keys in order, so two relays' row locks cannot cross."""
+        newer = OrderingMode.NEWER_WINS.value
+        keys = sorted({(e.tenant_id, e.source_id, e.ordering_key, e.ordering_mode == newer)
+                       for e in settled if e.ordering_key} | {
+            (e.tenant_id, e.source_id, e.ordering_key, True) for e in retried
+            if e.ordering_key and e.ordering_mode == newer})
         if keys:
-            steps.send([(self._unpark, {"tid": tid, "sid": sid, "key": key, "now": now})
-                        for tid, sid, key in keys])
+            steps.send([(self._unpark[parked], {"tid": tid, "sid": sid, "key": key,
+                                                "now": now})
+                        for tid, sid, key, parked in keys])
 
     def record_attempt(self, cur: Any, event: Event, now: Micros, duration_ms: int,
                        status: Optional[int], error: Optional[str], answer: str) -> None:
@@ -289,11 +304,11 @@ class HookStore:
 
     def page(self, tenant_id: int, source: Optional[str], state: Optional[str],
              event_id: Optional[str], limit: int, after: Optional[tuple[int, int]],
-             event_type: Optional[str] = None
+             event_type: Optional[str] = None, *, now: Micros
              ) -> tuple[list[tuple[str, Event, Optional[str]]], dict[int, list[Attempt]]]:
         """Up to `limit` of a tenant's events, newest first (after `after`: the
         (received_at, id) of the last one shown), each with its source's name, the event id
-        it waits on (a serial destination's: waiting_on) and without
+        it waits on at `now` (an ordered destination's: waiting_on) and without
         its body (`body` is b"" while kept, None once dropped) or its headers (`headers` is
         "[]": a listing shows neither, and 500 events sent with 100 headers of 8 KB each
         would be 400 MB read; issue 25, item 8), and their newest attempts."""
@@ -315,18 +330,19 @@ class HookStore:
             stmt = stmt.where((E.received_at < at) | ((E.received_at == at) & (E.id < last)))
         names = [c.name for c in cols]
         with self.db.connection() as cur:
-            rows = Sql(stmt, self.db.engine.dialect, bound=True).all(cur)
+            rows = Sql(stmt.params(now=now), self.db.engine.dialect, bound=True).all(cur)
             attempts = self.attempts_of(cur, [row[1] for row in rows])
         return [(row[0], Event(body=b"" if row[-1] else None, headers="[]",
                                **dict(zip(names, row[1:-2], strict=True))), row[-2])
                 for row in rows], attempts
 
-    def waiting_on(self, cur: Any, event: Event) -> Optional[str]:
+    def waiting_on(self, cur: Any, event: Event, now: Micros) -> Optional[str]:
         """The event id of the earliest unsettled event of `event`'s key that it waits on
-        (queued under a serial destination); None when it waits on none."""
+        at `now` (queued under an ordered destination); None when it waits on none."""
         if event.state != Q.QUEUED.value or event.ordering_key is None:
             return None
-        row = self._waiting_on.one(cur, {"tid": event.tenant_id, "id": event.id})
+        row = self._waiting_on.one(cur, {"tid": event.tenant_id, "id": event.id,
+                                         "now": now})
         return row[0] if row else None
 
     def attempts_of(self, cur: Any, event_pks: list[int]) -> dict[int, list[Attempt]]:

@@ -109,7 +109,7 @@ class SourceStore:
             {n: bindparam(n), "updated_at": bindparam("now")}), d) for n in CHANGEABLE}
         self._unkey = Sql(update(hook_events).where(
             E.tenant_id == bindparam("tid"), E.source_id == bindparam("sid"), E.ordering_key.is_not(None)).values(
-            ordering_key=null(), next_attempt_at=case(
+            ordering_key=null(), ordering_mode=null(), next_attempt_at=case(
                 (and_(E.state == Q.QUEUED.value, E.next_attempt_at.is_(None)),
                  bindparam("now")), else_=E.next_attempt_at)), d)
         self._resume = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
@@ -155,8 +155,8 @@ class SourceStore:
             self._change[name].run(cur, {"sid": source.id, name: value, "now": now})
 
     def unkey(self, cur: Any, source: Source, now: Micros) -> None:
-        """Forget the source's events' keys of a serial ordering it no longer has (another
-        mode, key or none): its queued events are no longer held by it, and the parked ones
+        """Forget the source's events' keys of an ordering it no longer has (another mode, key
+        or none): its queued events are no longer held by it, and the parked ones
         (storage/take.py) are due now."""
         self._unkey.run(cur, {"tid": source.tenant_id, "sid": source.id, "now": now})
 

@@ -346,8 +346,10 @@ hook_events = Table(
     Column("delivered_at", BigInteger, nullable=True),
     Column("body_dropped_at", BigInteger, nullable=True),
     Column("event_type", exact_text(128), nullable=True),  # the provider's type, or null
-    # A serial destination's key of the event (0018: routing.ordering_key's digest), or null.
+    # An ordered destination's key of the event (0018: routing.ordering_key's digest), or
+    # null, and the mode it was accepted under (0019: OrderingMode's value; storage/take.py).
     Column("ordering_key", String(71), nullable=True),
+    Column("ordering_mode", String(10), nullable=True),
     # The same text as migration 0007's: the stored strings of domain/deliveries.py.
     CheckConstraint("state IN (" + ", ".join(f"'{s.value}'" for s in DeliveryState) + ")",
                     name="state"),

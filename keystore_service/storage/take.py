@@ -37,6 +37,9 @@ An event of a serial destination (issue 29, `ordering_key` set at its acceptance
 a probe, only while no other event of its key at its source is being forwarded and no
 earlier one (a smaller id: accepted before it) is queued: one waiting for its retry holds
 the later ones of its key, never another key's, and one that failed for good holds none.
+Under newer_wins (`ordering_mode`, migration 0019) only an earlier one that is due holds it,
+besides one being forwarded: one at a time, so each compares with the one before it, but
+one waiting for its retry holds nothing (it is superseded at its turn if a newer one went).
 The others are read as committed (READ COMMITTED, or SQLite's one writer), so another
 relay's take, which locks one without changing its state until it commits, still holds the
 rest. A held event would be read again by every take while it waits (a key's backlog of
@@ -56,6 +59,7 @@ from sqlalchemy.engine import Dialect
 
 from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.domain.records import SECOND
+from keystore_service.domain.routing import OrderingMode
 from keystore_service.storage.sql import Sql
 from keystore_service.storage.tables import hook_events, hook_sources
 
@@ -82,13 +86,14 @@ _RATE_ROOM = (f"(CASE WHEN s.rate_interval_us IS NULL THEN :n ELSE {_BURST} - "
 # partial index ix_hook_events_serial finds that one).
 def _first_of_key(e: str) -> str:
     """Queued event `e` is free to go: it has no key, or no other event of its key is being
-    forwarded and none accepted before it is queued. Two looks, each a range of
+    forwarded and none accepted before it is queued (newer_wins: and due). Two looks, each a range of
     ix_hook_events_serial (source, key, state[, below id]) that never reads the key's
     settled history (one look with an OR read all of the key's events, history too)."""
     same = (f"SELECT 1 FROM hook_events k WHERE k.source_id = {e}.source_id AND "
             f"k.ordering_key = {e}.ordering_key AND k.state = ")
     return (f"({e}.ordering_key IS NULL OR (NOT EXISTS ({same}{_DELIVERING}) AND "
-            f"NOT EXISTS ({same}{_QUEUED} AND k.id < {e}.id)))")
+            f"NOT EXISTS ({same}{_QUEUED} AND k.id < {e}.id AND ({e}.ordering_mode = "
+            f"'{OrderingMode.SERIAL.value}' OR k.next_attempt_at <= :now))))")
 
 
 _FIRST_OF_KEY = _first_of_key("e")
@@ -108,8 +113,8 @@ def _park(skip: str) -> str:
 
 def _unpark(skip: str) -> str:
     return (f"UPDATE hook_events SET next_attempt_at = :now WHERE id IN (SELECT e.id FROM "
-            f"(SELECT p.id, p.source_id, p.ordering_key FROM hook_events p WHERE "
-            f"p.ordering_key IS NOT NULL AND p.state = {_QUEUED} AND p.next_attempt_at IS NULL"
+            f"(SELECT p.id, p.source_id, p.ordering_key, p.ordering_mode FROM hook_events p "
+            f"WHERE p.ordering_key IS NOT NULL AND p.state = {_QUEUED} AND p.next_attempt_at IS NULL"
             f" ORDER BY p.id LIMIT {UNPARK_BATCH}{skip}) e WHERE {_FIRST_OF_KEY})")
 # Per kind: the condition on an event of source s, its order, and the condition on s.
 _KINDS = {

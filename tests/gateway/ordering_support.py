@@ -30,6 +30,13 @@ def got(sink) -> list[str]:
     return [json.loads(r["body"])["id"] for r in sink.requests]
 
 
+def listed(gw) -> dict[str, tuple]:
+    """Each delivery's (state, waiting_on), by event id."""
+    status, answer, _ = gw.get("/v1/deliveries", limit=100)
+    assert status == 200, answer
+    return {d["event_id"]: (d["state"], d["waiting_on"]) for d in answer["deliveries"]}
+
+
 def set_ordering(gw, sink, ordering=ORDERING, **extra) -> None:
     r = gw.client.patch("/v1/sources/shop", json={
         "destination": {"url": sink.url, "ordering": ordering}, **extra},

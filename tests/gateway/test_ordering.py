@@ -15,8 +15,8 @@ from keystore_service.gateway.relay import Relay
 from keystore_service.storage.route_tables import hook_versions
 from keystore_service.storage.tables import hook_attempts
 
-from .ordering_support import got, put, set_ordering, turn
-from .support import count, create_source, delivery
+from .ordering_support import got, listed, put, set_ordering, turn
+from .support import HOLDER, count, create_source, delivery
 
 BIG = 2 ** 63  # past a signed 64-bit integer and a double's exact integers: compared exactly
 
@@ -136,17 +136,41 @@ def test_a_redelivered_superseded_event_is_compared_again(gw_app, gw, sink, forw
     assert got(sink) == ["ev1", "ev2"]
 
 
-def test_events_of_one_key_taken_together_both_go_and_the_newest_stays(gw_app, gw, sink,
-                                                                       forwarding, clock):
-    """Compared at their turn, two events of a key forwarded at once both go (neither was
-    delivered when the other's turn came: serial is the mode that holds one back); the
-    key's version is then the newer one, whatever order their ends were written in."""
+def test_events_of_one_key_go_one_at_a_time_and_each_compares_with_the_one_before(
+        gw_app, gw, sink, forwarding, clock):
+    """Two events of a key due together are never forwarded at once (both would compare
+    with the version delivered before either, and the destination could get the older one
+    last): the earlier goes, then the later compares with it; here the later is older, so
+    it is superseded and the destination only ever saw the newer state."""
     source = create_source(gw, gw.token, sink.url)
     set_ordering(gw, sink)
     put(gw, source, "ev1", {"id": "in_1", "v": 2})
     put(gw, source, "ev2", {"id": "in_1", "v": 1})
-    assert turn(forwarding) == ["delivered", "delivered"]
-    assert [v for v, _ in stored(gw_app)] == ["2"]
+    put(gw, source, "ev3", {"id": "in_2", "v": 1})  # another key goes beside them
+    first = forwarding.take(HOLDER, 16)
+    assert sorted(j.event.event_id for j in first) == ["ev1", "ev3"]
+    assert listed(gw)["ev2"] == ("queued", "ev1")  # the one being forwarded holds it
+    forwarding.settle_many(HOLDER, [(j, forwarding.attempt(j)) for j in first])
+    assert turn(forwarding) == ["superseded"]
+    assert got(sink) == ["ev1", "ev3"] and sorted(v for v, _ in stored(gw_app)) == ["1", "2"]
+
+
+def test_one_waiting_for_its_retry_holds_nothing_and_is_superseded_at_its_turn(
+        gw_app, gw, sink, forwarding, clock):
+    """newer_wins is not serial: an event waiting for its retry does not hold the later
+    ones of its key; when its retry comes, a newer one was delivered, so it is superseded
+    (the destination never gets the older state after the newer)."""
+    sink.answer = lambda n, r: 500 if json.loads(r["body"])["id"] == "ev1" else 200
+    source = create_source(gw, gw.token, sink.url)
+    set_ordering(gw, sink)
+    put(gw, source, "ev1", {"id": "in_1", "v": 1})
+    put(gw, source, "ev2", {"id": "in_1", "v": 2})
+    # ev1 fails; ev2, which waited while ev1 was due, goes while ev1 waits for its backoff
+    assert turn(forwarding) == ["delivered", "retry"]
+    assert listed(gw)["ev1"] == ("queued", None)  # it waits on nothing: its backoff only
+    clock.advance(5)
+    assert turn(forwarding) == ["superseded"]
+    assert got(sink) == ["ev1", "ev2"] and stored(gw_app)[0][0] == "2"
 
 
 def test_the_metric_counts_superseded_forwards(gw_app, gw, sink, forwarding, clock):
@@ -258,3 +282,79 @@ def test_a_held_lock_makes_the_other_writer_wait_and_compare_after_it(gw_app, gw
     a.join(10)
     b.join(10)
     assert result == [False] and stored(gw_app) == [("5", 5)]
+
+
+def test_two_relay_processes_never_send_a_key_twice_at_once_nor_an_older_after_a_newer(
+        database_url, tmp_path):
+    """Two `keystore relay` processes (4 forwards each at once, room for 16 at the
+    destination) forward 4 keys x 6 events whose versions come in a shuffled order, to a
+    sink that takes 0.1 s a forward and notes how many of each key it holds at once. No key
+    is ever forwarded twice at once, each key's versions reach the sink rising (an older one
+    after a newer one is superseded, never sent), every event ends delivered or superseded,
+    and each key's stored version is its highest."""
+    import random
+
+    from keystore_service.app import create_app
+    from keystore_service.settings import Settings
+    from tests.faults.gateway_harness import RelayProcess
+    from tests.support import Http
+
+    from .support import KEY, Sink
+
+    app = create_app(Settings(database_url=database_url, secret_key=KEY,
+                              token_cache_seconds=0, hook_rate_limit_per_second=0))
+    ks = app.extensions["keystore"]
+    now = int(time.time() * 1_000_000)
+    ks.accounts.create_tenant("acme", now)
+    http = Http(app.test_client(), ks.accounts.create_token("acme", "operator", None, now))
+    lock, holding, most = threading.Lock(), {}, {}
+
+    def answer(n, r):
+        key = json.loads(r["body"])["data"]["id"]
+        with lock:
+            holding[key] = holding.get(key, 0) + 1
+            most[key] = max(most.get(key, 0), holding[key])
+        time.sleep(0.1)
+        with lock:
+            holding[key] -= 1
+        return 200
+    sink = Sink(answer)
+    env = {"KEYSTORE_SECRET_KEY": KEY, "KEYSTORE_RECONCILE_INTERVAL_SECONDS": "0"}
+    relays = [RelayProcess(database_url, env, tmp_path / f"relay{i}.log", concurrency=4)
+              for i in range(2)]
+    rng = random.Random(29)
+    versions = {k: rng.sample(range(1, 7), 6) for k in "ABCD"}
+    events = [(f"{k}{n}", k, versions[k][n]) for n in range(6) for k in "ABCD"]
+    try:
+        source = create_source(http, http.token, sink.url, max_in_flight=16, destination={
+            "url": sink.url, "ordering": {"key": "/data/id", "mode": "newer_wins",
+                                          "version": "/data/v"}})
+        for eid, key, v in events:
+            put(http, source, eid, {"id": key, "v": v})
+        for relay in relays:
+            relay.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            settled = {d["event_id"]: d["state"] for d in http.get(
+                "/v1/deliveries", limit=100)[1]["deliveries"]
+                if d["state"] in ("delivered", "superseded")}
+            if len(settled) == len(events):
+                break
+            time.sleep(0.2)
+        assert len(settled) == len(events), settled
+    finally:
+        for relay in relays:
+            relay.stop()
+        sink.close()
+    sent: dict[str, list[int]] = {}
+    for r in sink.requests:
+        data = json.loads(r["body"])["data"]
+        sent.setdefault(data["id"], []).append(data["v"])
+    assert most == {k: 1 for k in "ABCD"}, most
+    for key, got_versions in sent.items():
+        assert got_versions == sorted(set(got_versions)) and got_versions[-1] == 6, sent
+    assert {eid for eid, state in settled.items() if state == "delivered"} == {
+        f"{k}{versions[k].index(v)}" for k, vs in sent.items() for v in vs}
+    with ks.database.engine.connect() as conn:
+        assert sorted(conn.execute(select(hook_versions.c.version)).scalars()) == ["6"] * 4
+    ks.database.engine.dispose()

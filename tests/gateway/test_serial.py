@@ -20,7 +20,7 @@ from tests.faults.gateway_harness import RelayProcess
 from tests.support import Http
 
 from .support import HOLDER, KEY, Sink, create_source, deliver
-from .ordering_support import got, put, set_ordering, turn
+from .ordering_support import got, listed, put, set_ordering, turn
 
 SERIAL = {"key": "/data/id", "mode": "serial"}
 
@@ -38,13 +38,6 @@ def parked(gw_app) -> set[str]:
         return set(conn.execute(select(hook_events.c.event_id).where(
             hook_events.c.state == "queued", hook_events.c.next_attempt_at.is_(None)))
             .scalars())
-
-
-def listed(gw) -> dict[str, tuple]:
-    """Each delivery's (state, waiting_on), by event id."""
-    status, answer, _ = gw.get("/v1/deliveries", limit=100)
-    assert status == 200, answer
-    return {d["event_id"]: (d["state"], d["waiting_on"]) for d in answer["deliveries"]}
 
 
 def test_a_key_waiting_for_its_retry_holds_only_its_own_later_events(

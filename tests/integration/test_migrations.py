@@ -379,3 +379,42 @@ def test_0018_keeps_a_serial_key_and_its_downgrade_drops_the_serial_ordering(own
     with e.connect() as conn:
         assert conn.execute(select(hook_events.c.ordering_key)).scalars().all() == [None, None]
     e.dispose()
+
+
+def test_0019_keeps_the_mode_of_a_key_and_its_downgrade_forgets_newer_wins_keys(own_url):
+    """0019 up and down with rows on both backends: at 0019 each keyed event has the mode it
+    is held under, 'serial' for those 0018 keyed; a downgrade forgets the keys of newer_wins
+    events (0018 would hold them as serial) and makes a parked one due, keeping serial's."""
+    from sqlalchemy import text
+
+    from keystore_service.storage.tables import hook_events, hook_sources
+    engine = create_engine(normalise_url(own_url))
+    key = "sha256:" + "c" * 64
+    with engine.begin() as conn:
+        conn.execute(insert(tenants).values(id=1, name="t", created_at=0))
+        conn.execute(insert(hook_sources).values(
+            id=1, tenant_id=1, name="s", provider="generic", ingest_hash="h", sealed="x",
+            config="{}", destination_url="http://127.0.0.1/", timeout_seconds=10,
+            ttl_seconds=999999, retry_window_seconds=3600, max_in_flight=4,
+            keep_body_seconds=0, state="active", created_at=0, updated_at=0))
+        for n, mode in enumerate(("serial", "newer_wins", "newer_wins"), start=1):
+            conn.execute(insert(records).values(row(scope="hook:s", key=f"e{n}", id=n)))
+            conn.execute(insert(hook_events).values(
+                tenant_id=1, source_id=1, record_id=n, event_id=f"e{n}", state="queued",
+                headers="[]", received_at=10 * n, window_start=1, attempts=0, body=b"{}",
+                next_attempt_at=None if n == 3 else 7, ordering_key=key, ordering_mode=mode))
+    engine.dispose()
+
+    def look() -> list:
+        e = create_engine(normalise_url(own_url))
+        with e.connect() as conn:
+            cols = ", ".join(c for c in ("ordering_key", "next_attempt_at", "ordering_mode")
+                             if c in conn.execute(text("SELECT * FROM hook_events")).keys())
+            rows = [tuple(r) for r in conn.execute(
+                text(f"SELECT {cols} FROM hook_events ORDER BY id"))]
+        e.dispose()
+        return rows
+    _to(own_url, "0018_serial", down=True)
+    assert look() == [(key, 7), (None, 7), (None, 30)]  # e3 was parked: due at received_at
+    _to(own_url, "0019_newer_wins_turns")
+    assert look() == [(key, 7, "serial"), (None, 7, None), (None, 30, None)]

@@ -317,7 +317,7 @@ class DeliveryOut(_Out):
     attempts: list[AttemptOut]
     attempt_count: int
     body_kept: bool
-    # a queued event a serial destination holds: the event id of its key's earlier one
+    # a queued event an ordered destination holds: the event id of its key's one it waits on
     waiting_on: Optional[str] = None
 
 

@@ -61,7 +61,8 @@ ORDERING_SCHEMA = {
                    "later ones of its key (they show waiting_on), never another key's. "
                    "newer_wins (`version` required): an event whose version (the value at "
                    "`version`) is not newer than the last delivered one of its key is "
-                   "recorded as superseded and not forwarded. An event without a key (or, "
+                   "recorded as superseded and not forwarded; a key's events go one at a "
+                   "time (an earlier one that is due goes first). An event without a key (or, "
                    "newer_wins, a version that cannot be compared with the last one) is "
                    "forwarded without an order. null: no ordering",
     "properties": {
