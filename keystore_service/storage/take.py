@@ -46,7 +46,9 @@ rest. A held event would be read again by every take while it waits (a key's bac
 thousands against everyone's takes), so the sweep's take parks it out of the due range
 (`next_attempt_at` null, PARK), and the settle of the event before it lets the next one of
 its key go (HookStore.unpark); the sweep also lets go a parked event that nothing holds any
-more (UNPARK: a settle that raced its parking), looking at the oldest UNPARK_BATCH each time.
+more (UNPARK: a settle that raced its parking), looking at UNPARK_BATCH of them each time, the
+next ones by id at each sweep and then from the first again, so a leftover behind thousands
+that wait for good reason is reached within a few sweeps.
 Measured with 5,000 events of one key held (PostgreSQL, this machine): a take read them in
 40 ms before they were parked, 4.4 ms after; a sweep with them parked, 16 ms."""
 from __future__ import annotations
@@ -98,7 +100,7 @@ def _first_of_key(e: str) -> str:
 
 _FIRST_OF_KEY = _first_of_key("e")
 PARK_BATCH = 10_000  # held events parked by one sweep (each is parked once)
-UNPARK_BATCH = 1_000  # the oldest parked events one sweep looks at (a race's leftovers)
+UNPARK_BATCH = 1_000  # the parked events one sweep looks at (a race's leftovers), in turn
 # The sweep's two statements (module docstring): park the due keyed events that are held;
 # let go the oldest parked ones that nothing holds. On PostgreSQL rows another transaction
 # holds are skipped (two relays' sweeps, or a settle, never wait on each other in a cycle).
@@ -111,11 +113,21 @@ def _park(skip: str) -> str:
             f"e.id LIMIT {PARK_BATCH}{skip})")
 
 
-def _unpark(skip: str) -> str:
+def _parked(batch: int) -> str:
+    """The window of parked events a sweep looks at: `batch` of them after :after."""
+    return (f"FROM hook_events p WHERE p.ordering_key IS NOT NULL AND p.state = {_QUEUED} "
+            f"AND p.next_attempt_at IS NULL AND p.id > :after ORDER BY p.id LIMIT {batch}")
+
+
+def _window(batch: int) -> str:
+    """How many parked events the window holds, and the last one's id."""
+    return f"SELECT count(*), max(w.id) FROM (SELECT p.id {_parked(batch)}) w"
+
+
+def _unpark(skip: str, batch: int) -> str:
     return (f"UPDATE hook_events SET next_attempt_at = :now WHERE id IN (SELECT e.id FROM "
-            f"(SELECT p.id, p.source_id, p.ordering_key, p.ordering_mode FROM hook_events p "
-            f"WHERE p.ordering_key IS NOT NULL AND p.state = {_QUEUED} AND p.next_attempt_at IS NULL"
-            f" ORDER BY p.id LIMIT {UNPARK_BATCH}{skip}) e WHERE {_FIRST_OF_KEY})")
+            f"(SELECT p.id, p.source_id, p.ordering_key, p.ordering_mode {_parked(batch)}"
+            f"{skip}) e WHERE {_FIRST_OF_KEY})")
 # Per kind: the condition on an event of source s, its order, and the condition on s.
 _KINDS = {
     EXPIRED: (f"e.state = {_DELIVERING} AND e.lease_until <= :now", "e.lease_until",
@@ -263,7 +275,11 @@ class Take:
         # the transaction, so pgbouncer's transaction pooling stays safe (docs/scaling.md).
         self.no_jit = [] if sqlite else [(Sql(text("SET LOCAL jit = off"), dialect), {})]
         skip = "" if sqlite else " FOR UPDATE SKIP LOCKED"
-        self.park, self.unpark = (Sql(text(f(skip)), dialect) for f in (_park, _unpark))
+        self.batch = UNPARK_BATCH  # read here: a test's smaller one applies to its Take
+        self.park = Sql(text(_park(skip)), dialect)
+        self.unpark = Sql(text(_unpark(skip, self.batch)), dialect)
+        self.window = Sql(text(_window(self.batch)), dialect)
+        self.unpark_after = 0  # the id the next sweep's window of parked events starts after
 
     def run(self, steps: Any, holder: str, now: int, limit: int, ended: bool
             ) -> tuple[list[tuple], list[tuple], list[list]]:
@@ -273,9 +289,14 @@ class Take:
         kinds = (EXPIRED, DUE, ENDED, PROBE) if ended else (EXPIRED, DUE)
         params = {"now": now, "n": limit}
         # the sweep parks the held events first, and lets go those nothing holds
-        parking = [(self.unpark, {"now": now}), (self.park, {"now": now})] if ended else []
+        after = {"now": now, "after": self.unpark_after}
+        parking = [(self.window, after), (self.unpark, after), (self.park, {"now": now})] \
+            if ended else []
         first = [*self.no_jit, *parking]
         found = steps.send([*first, *((self.candidates[k], params) for k in kinds)])
+        if ended:  # the next window: after this one's last, or from the first again
+            (seen, last), = found[len(self.no_jit)]
+            self.unpark_after = last if seen >= self.batch else 0
         found = found[len(first):]
         candidates = [list(row) for rows in found for row in rows]
         if not candidates:
