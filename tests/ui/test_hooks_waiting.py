@@ -62,3 +62,40 @@ def test_a_waiting_event_says_what_it_waits_on(app, ana, operator, tokens, shop,
         "evt_a1", "evt_b1", "evt_a1", "evt_a2"]
     ana.get("/ui/hooks/event", source="shop", event_id="evt_a2")
     assert "Waiting on" not in text(ana.html) and "state-delivered" in ana.html
+
+
+def test_newer_wins_waiting_is_told_and_a_hostile_event_id_stays_text(app, ana, operator,
+                                                                      tokens, shop, sink):
+    """newer_wins holds an event while another of its key is being forwarded: the listing and
+    the event's page say what it waits on, in newer_wins' words. The event id it waits on is
+    the provider's own text (markup, quotes, `&`, `?`, `#`, `%`, non-ASCII): it is escaped in
+    the page and percent-encoded in the link, never markup or another query."""
+    hostile = "evt_<b>x</b>&\"'?#%2F\u00e9"
+    patch_ordering(app, tokens, sink.url, {"key": "/data/id", "mode": "newer_wins",
+                                           "version": "/data/v"})
+    client = app.test_client()
+    for event_id, v in ((hostile, 1), ("evt_2", 2)):
+        raw = json.dumps({"id": event_id, "type": "order.updated",
+                          "data": {"id": "A", "v": v}}).encode()
+        assert deliver(client, shop, raw, event_id) == 202
+    forwarding = app.extensions["keystore"].gateway.forwarding
+    from .hooks_support import HOLDER
+    (job,) = forwarding.take(HOLDER, 16)  # the hostile one; evt_2 waits for it
+    assert job.event.event_id == hostile
+
+    assert ana.get("/ui/hooks/deliveries", source="shop").status_code == 200
+    row = next(r for r in re.findall(r"<tr>.*?</tr>", ana.html, re.S) if "evt_2" in r)
+    assert "<b>x</b>" not in ana.html and "&lt;b&gt;x&lt;/b&gt;&amp;&#34;&#39;?#%2Fé" in row
+    # `&`, `#`, `%` and `"` percent-encoded, `'` escaped; `?` and `/` may stand in a query
+    link = "/ui/hooks/event?source=shop&amp;event_id=evt_%3Cb%3Ex%3C/b%3E%26%22&#39;?%23%252F%C3%A9"
+    assert f'href="{link}"' in row, row
+    ana.get("/ui/hooks/event", source="shop", event_id="evt_2")
+    page = text(ana.html)
+    assert "one at a time, newest wins" in page and "compared with the last delivered" in page
+    assert "<b>x</b>" not in ana.html and f'href="{link}"' in ana.html
+    import html as html_module
+    followed = ana.get(html_module.unescape(link))  # the link leads to the hostile event
+    assert followed.status_code == 200 and "Waiting on" not in text(ana.html)
+    assert "&lt;b&gt;x&lt;/b&gt;&amp;&#34;&#39;?#%2Fé" in ana.html and "<b>x</b>" not in ana.html
+    forwarding.settle(job, HOLDER, forwarding.forward(job))
+    assert pump(app) == ["delivered"]  # evt_2, newer, once the hostile one is delivered
