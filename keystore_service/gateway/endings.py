@@ -1,11 +1,17 @@
 """What an attempt's end means beyond its outcome (gateway/forwarding.py settles it): the
-record's result, the source's last error, and whether it says the destination is down."""
+record's result, the source's last error, whether it says the destination is down, and
+when its event's retry window ends."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from keystore_service.gateway import ordering, rules
 from keystore_service.gateway.rules import Outcome
+
+if TYPE_CHECKING:
+    from keystore_service.domain.records import Micros
+    from keystore_service.storage.events import Event
+    from keystore_service.storage.sources import Source
 
 # An attempt's error when its event's window ended during a pause ("the destination ...":
 # final, see final()).
@@ -49,3 +55,16 @@ def down(outcome: Outcome, result: Any) -> bool:
 def final(error: str) -> bool:
     """An error that no retry can mend (a refused destination, a body that is gone)."""
     return error.startswith("the destination") or error.startswith("the body")
+
+
+def window_end(event: Event, source: Source) -> Micros:
+    """The end of the event's retry window, later by the part of the source's operator
+    pause (on, or ended and not cleared yet) that fell within it: a pause until resumed
+    holds it open (storage/pauses.py adds the pause's length when it is cleared)."""
+    end = rules.window_end(event.window_start, source.retry_window_seconds)
+    began, until = source.operator_paused_at, source.operator_paused_until
+    if began is None:
+        return end
+    if until is None:
+        return 2 ** 63 - 1
+    return end + max(0, until - max(began, event.window_start))

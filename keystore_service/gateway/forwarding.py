@@ -10,6 +10,7 @@ import json
 import logging
 import random as _random
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -27,6 +28,7 @@ from keystore_service.gateway.endings import down as _down
 from keystore_service.gateway.endings import ending as _ending
 from keystore_service.gateway.endings import final as _final
 from keystore_service.gateway.endings import reason as _reason
+from keystore_service.gateway.endings import window_end
 from keystore_service.gateway.outbound import Outbound
 from keystore_service.gateway.providers import standard
 from keystore_service.gateway.rules import Outcome
@@ -272,12 +274,18 @@ class Forwarding:
                     if rules.pauses_source(result.status, after):
                         pauses[sid] = max(after, pauses.get(sid, after))
                     self._health(health, job, outcome, result, now)
+            # A rate's slot taken for an event that made no forward is given back.
+            unsent = Counter((job.source.id, job.source.tenant_id) for job, *_ in plans
+                             if out.get(job.event.id) in UNSENT and
+                             job.source.rate_interval_us is not None)
             # The sources' rows last and in order, as take_due locks them (after its
             # events): two relays' transactions cannot wait on each other in a cycle.
-            steps.send([stmt for sid in sorted(last_error) for stmt in
-                        self.events.source_changes(sid, last_error[sid], now,
-                                                   pauses.get(sid), health.get(sid))],
-                       last=True)
+            back = {sid: (tid, n) for (sid, tid), n in unsent.items()}
+            steps.send([stmt for sid in sorted(set(last_error) | set(back)) for stmt in (
+                self.events.source_changes(sid, last_error[sid], now, pauses.get(sid),
+                                           health.get(sid)) if sid in last_error else [])
+                + ([self.sources.given_back(sid, *back[sid])] if sid in back else [])],
+                last=True)
         if self.observed is not None:
             for job, result, *_ in plans:
                 if job.event.id in out:
@@ -379,19 +387,6 @@ _STATES = {Outcome.DELIVERED: DeliveryState.DELIVERED.value,  # an attempt's out
            Outcome.RETRY: DeliveryState.QUEUED.value, Outcome.FAILED: DeliveryState.FAILED.value,
            Outcome.FILTERED: DeliveryState.FILTERED.value,
            Outcome.SUPERSEDED: DeliveryState.SUPERSEDED.value}
-
-
-def window_end(event: Event, source: Source) -> Micros:
-    """The end of the event's retry window, later by the part of the source's operator
-    pause (on, or ended and not cleared yet) that fell within it: a pause until resumed
-    holds it open (storage/pauses.py adds the pause's length when it is cleared)."""
-    end = rules.window_end(event.window_start, source.retry_window_seconds)
-    began, until = source.operator_paused_at, source.operator_paused_until
-    if began is None:
-        return end
-    if until is None:
-        return 2 ** 63 - 1
-    return end + max(0, until - max(began, event.window_start))
 
 
 def _ms(started: float) -> int:

@@ -119,6 +119,11 @@ class SourceStore:
             E.source_id == bindparam("sid"), E.state == Q.QUEUED.value,
             E.next_attempt_at > bindparam("now"), E.next_attempt_at <= bindparam("until"))
             .values(next_attempt_at=bindparam("now")), d)
+        # a rate's slots taken for events that made no forward (filtered, superseded)
+        self._given_back = Sql(update(hook_sources).where(
+            S.id == bindparam("sid"), S.tenant_id == bindparam("tid"), S.rate_tat.is_not(None),
+            S.rate_interval_us.is_not(None)).values(
+            rate_tat=S.rate_tat - S.rate_interval_us * bindparam("n")), d)
         self._state = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             state=bindparam("state"), updated_at=bindparam("now")), d)
         self._p = PauseSql(d)  # an operator's pause, retry now, the queues (pauses.py)
@@ -207,6 +212,11 @@ class SourceStore:
             return 0 if self._p.retry_one.one(cur, params) is None else 1
         self._p.retry_all.run(cur, params)
         return self._p.due.one(cur, params)[0]
+
+    def given_back(self, source_id: int, tenant_id: int, n: int) -> tuple[Sql, dict]:
+        """The statement that gives back the rate's slots of n events that took one in the
+        take and made no forward (Database.steps): the source's GCRA goes back n slots."""
+        return self._given_back, {"sid": source_id, "tid": tenant_id, "n": n}
 
     def set_state(self, cur: Any, source: Source, state: str, now: Micros) -> None:
         self._state.run(cur, {"sid": source.id, "state": state, "now": now})

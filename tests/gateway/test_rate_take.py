@@ -112,3 +112,25 @@ def test_the_burst_is_one_seconds_worth_and_at_least_one():
     assert take.burst(-(-SECOND // 7)) == 7  # 142,858 us, rounded up by the API
     assert [take.burst(60 * SECOND // n) for n in (1, 30, 60, 90, 600, 6000)] == [
         1, 1, 1, 2, 10, 100]
+
+
+def test_an_event_its_filter_drops_gives_its_slot_back(gw, forwarding, clock, sink):
+    """A filtered event takes a slot in the take (its filter is applied at its turn) but
+    makes no forward: the settle gives the slot back. At 1/s, four events the filter drops
+    ahead of a wanted one no longer hold it four seconds; the forwards still keep the rate."""
+    made = create_source(gw, gw.token, sink.url, name="shop", max_in_flight=100, destination={
+        "url": sink.url, "rate": {"per_second": 1},
+        "filter": {"match": [{"pointer": "/wanted", "exists": True}]}})
+    for i in range(1, 7):
+        body = {"id": f"shop-{i}", **({"wanted": True} if i >= 5 else {})}
+        status, answer, _ = deliver(gw, made, json.dumps(body).encode(), event_id=f"shop-{i}")
+        assert status == 202, answer
+    outcomes = []
+    for _ in range(6):  # the same instant throughout
+        jobs = forwarding.take(HOLDER, 100)
+        ended = forwarding.settle_many(HOLDER, [(j, forwarding.attempt(j)) for j in jobs])
+        outcomes += [ended[j.event.id].value for j in jobs]
+    assert outcomes == ["filtered"] * 4 + ["delivered"]  # shop-6 waits for its slot
+    assert [json.loads(r["body"])["id"] for r in sink.requests] == ["shop-5"]
+    clock.advance(seconds=1)
+    assert _taken(forwarding)[0] == ["shop-6"]
