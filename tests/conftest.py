@@ -72,7 +72,8 @@ def truncate_pg(url: str) -> None:
     with psycopg.connect(url.replace("+psycopg", ""), autocommit=True) as conn:
         conn.execute("TRUNCATE attempts, reviews, resolutions, records, tokens, tenants, "
                      "job_locks, rate_limits, report_counts, lease_expiries, hook_attempts, "
-                     "hook_events, hook_sources, ui_sessions, late_traces, late_repeats, "
+                     "hook_events, hook_sources, hook_destinations, ui_sessions, late_traces, "
+                     "late_repeats, "
                      "kept_payloads, sealing_check "
                      "RESTART IDENTITY CASCADE")
 

@@ -1,5 +1,6 @@
-"""The larger statements of HookStore (storage/events.py) on PostgreSQL: the settle of an
-attempt with its record in one round trip, and an ingest's claim with its event's row."""
+"""The larger statements of HookStore (storage/events.py): on PostgreSQL the settle of an
+attempt with its record in one round trip, and an ingest's claim with its event's row; on
+both, a destination's failing run and its recovery."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,9 +10,11 @@ from sqlalchemy.dialects import postgresql
 
 from keystore_service.domain.deliveries import DeliveryState as Q
 from keystore_service.storage.records import INSERT_COLUMNS, insert_or_count
+from keystore_service.storage.route_tables import hook_destinations
+from keystore_service.storage.sql import Sql
 from keystore_service.storage.tables import attempts, hook_attempts, hook_events, records
 
-E, A = hook_events.c, hook_attempts.c
+E, A, D = hook_events.c, hook_attempts.c, hook_destinations.c
 
 
 def leased() -> tuple:
@@ -69,3 +72,24 @@ def claim_and_add_sql() -> Any:
         .where(r.c.lease_token_hash == bindparam("lease_token_hash"))
     ).returning(E.id).cte("e")
     return select(*r.c, select(func.count()).select_from(added).scalar_subquery())
+
+
+def health_sql(d: Any) -> tuple[Sql, Sql, Sql]:
+    """Recovery (issue 27): a failed forward that says the destination is down marks the
+    source failing (since its first such failure) and sets its next probe; the success that
+    ends a failing run at least `since` long makes its waiting events due at once."""
+    sid, tid = bindparam("sid"), bindparam("tid")
+    first = (D.source_id == sid, D.tenant_id == tid, D.position == 0)
+    failing = Sql(update(hook_destinations).where(*first).values(
+        last_error=bindparam("error"), last_error_at=bindparam("now"),
+        failing_since=func.coalesce(D.failing_since, bindparam("now")),
+        probe_at=bindparam("probe_at")), d)
+    recover = Sql(update(hook_events).where(
+        E.tenant_id == tid, E.source_id == sid, E.state == Q.QUEUED.value,
+        E.next_attempt_at > bindparam("now"),
+        select(D.id).where(*first, D.failing_since <= bindparam("since")).exists())
+        .values(next_attempt_at=bindparam("now")), d)
+    recovered = Sql(update(hook_destinations).where(*first, D.failing_since.is_not(None))
+                    .values(last_error=null(), last_error_at=null(), failing_since=null(),
+                            probe_at=null()), d)
+    return failing, recover, recovered

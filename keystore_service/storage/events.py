@@ -14,12 +14,14 @@ from keystore_service.domain.records import SECOND, Micros, Record
 from keystore_service.domain.routing import OrderingMode
 from keystore_service.storage.bulk_sql import type_glob
 from keystore_service.storage.db import Database
-from keystore_service.storage.event_sql import claim_and_add_sql, leased, settled_sql
+from keystore_service.storage.event_sql import claim_and_add_sql, health_sql, leased, settled_sql
 from keystore_service.storage.sql import Sql
 from keystore_service.storage.take import Take, next_slot
+from keystore_service.storage.route_tables import hook_destinations
 from keystore_service.storage.tables import hook_attempts, hook_events, hook_sources
 
-E, A, S = hook_events.c, hook_attempts.c, hook_sources.c
+E, A, S, D = hook_events.c, hook_attempts.c, hook_sources.c, hook_destinations.c
+_FIRST = D.position == 0  # the source's destination (0020): the one a source has so far
 ATTEMPTS_SHOWN = 20  # per delivery in a listing: the newest; the count says how many more
 REDELIVERABLE = (Q.DELIVERED.value, Q.FAILED.value, Q.FILTERED.value,  # settled states
                  Q.SUPERSEDED.value)
@@ -136,18 +138,20 @@ class HookStore:
         if not db.sqlite:
             self._settled = Sql(settled_sql(ended=False), d)
             self._settled_ended = Sql(settled_sql(ended=True), d)
-        self._error = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
+        self._error = Sql(update(hook_destinations).where(
+            D.source_id == bindparam("sid"), _FIRST).values(
             last_error=bindparam("error"), last_error_at=bindparam("now")), d)
         # A success clears the source's last error, and touches its row only if it has one:
         # every forward's settle wrote this one row before, so concurrent settles queued on
         # its lock, each for its commit's flush (measured: bench/NOTES.md, "The gateway").
-        self._error_cleared = Sql(update(hook_sources).where(
-            S.id == bindparam("sid"), S.last_error.is_not(None)).values(
+        self._error_cleared = Sql(update(hook_destinations).where(
+            D.source_id == bindparam("sid"), _FIRST, D.last_error.is_not(None)).values(
             last_error=null(), last_error_at=null()), d)
-        self._failing, self._recover, self._recovered = _health(d)
-        self._pause = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
-            paused_until=func.max(func.coalesce(S.paused_until, 0), bindparam("until"))
-            if db.sqlite else func.greatest(func.coalesce(S.paused_until, 0),
+        self._failing, self._recover, self._recovered = health_sql(d)
+        self._pause = Sql(update(hook_destinations).where(
+            D.source_id == bindparam("sid"), _FIRST).values(
+            paused_until=func.max(func.coalesce(D.paused_until, 0), bindparam("until"))
+            if db.sqlite else func.greatest(func.coalesce(D.paused_until, 0),
                                             bindparam("until"))), d)
         self._redeliver = Sql(update(hook_events).where(
             E.id == bindparam("eid"), or_(*(E.state == s for s in REDELIVERABLE))).values(
@@ -369,27 +373,6 @@ class HookStore:
 
     def steps(self):
         return self.db.steps()
-
-
-def _health(d: Any) -> tuple[Sql, Sql, Sql]:
-    """Recovery (issue 27): a failed forward that says the destination is down marks the
-    source failing (since its first such failure) and sets its next probe; the success that
-    ends a failing run at least `since` long makes its waiting events due at once."""
-    sid, tid = bindparam("sid"), bindparam("tid")
-    failing = Sql(update(hook_sources).where(S.id == sid, S.tenant_id == tid).values(
-        last_error=bindparam("error"), last_error_at=bindparam("now"),
-        failing_since=func.coalesce(S.failing_since, bindparam("now")),
-        probe_at=bindparam("probe_at")), d)
-    recover = Sql(update(hook_events).where(
-        E.tenant_id == tid, E.source_id == sid, E.state == Q.QUEUED.value,
-        E.next_attempt_at > bindparam("now"),
-        select(S.id).where(S.id == sid, S.tenant_id == tid,
-                           S.failing_since <= bindparam("since")).exists())
-        .values(next_attempt_at=bindparam("now")), d)
-    recovered = Sql(update(hook_sources).where(
-        S.id == sid, S.tenant_id == tid, S.failing_since.is_not(None)).values(
-        last_error=null(), last_error_at=null(), failing_since=null(), probe_at=null()), d)
-    return failing, recover, recovered
 
 
 assert [c.name for c in hook_events.c] == [f.name for f in fields(Event)], "column order"

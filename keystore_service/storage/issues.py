@@ -18,9 +18,11 @@ from keystore_service.storage.alert_tables import LIVE, issues
 from keystore_service.storage.db import Database
 from keystore_service.storage.send_tables import sends
 from keystore_service.storage.sql import Sql
+from keystore_service.storage.route_tables import hook_destinations
+from keystore_service.storage.sources import WITH_DESTINATION
 from keystore_service.storage.tables import hook_events, hook_sources, reviews
 
-T, S, E, V = issues.c, hook_sources.c, hook_events.c, reviews.c
+T, S, E, V, D = issues.c, hook_sources.c, hook_events.c, reviews.c, hook_destinations.c
 PAGE = 500  # issues per listing, newest first
 
 
@@ -89,8 +91,9 @@ class IssueStore:
         oldest = case((queued.is_(None), delivering), (delivering.is_(None), queued),
                       (queued <= delivering, queued), else_=delivering)
         self._sources = Sql(select(
-            S.id, S.tenant_id, S.name, S.state, S.sealed, S.failing_since, S.last_error,
-            S.alert_after_seconds, S.backlog_alert_seconds, oldest).order_by(S.id), d)
+            S.id, S.tenant_id, S.name, S.state, S.sealed, D.failing_since, D.last_error,
+            S.alert_after_seconds, S.backlog_alert_seconds, oldest).select_from(
+            WITH_DESTINATION).order_by(S.id), d)
         self._reviews = Sql(select(V.tenant_id, V.scope, V.kind, func.count()).where(
             V.state == "open").group_by(V.tenant_id, V.scope, V.kind), d)
         # Sends waiting for a person: unresolved, their record's send_unknown review open.

@@ -15,10 +15,11 @@ from typing import Any
 from sqlalchemy import BigInteger, bindparam, case, func, null, or_, select, update
 
 from keystore_service.domain.deliveries import DeliveryState as Q
+from keystore_service.storage.route_tables import hook_destinations
 from keystore_service.storage.sql import Sql
 from keystore_service.storage.tables import hook_events, hook_sources
 
-S, E = hook_sources.c, hook_events.c
+S, E, D = hook_sources.c, hook_events.c, hook_destinations.c
 
 
 class PauseChanged(Exception):
@@ -36,9 +37,12 @@ class PauseSql:
         sid, tid, now = bindparam("sid"), bindparam("tid"), _micros("now")
         waiting = or_(E.state == Q.QUEUED.value, E.state == Q.DELIVERING.value)
         start, end = _micros("started"), _micros("end")
-        self.start = Sql(update(hook_sources).where(S.id == sid, S.tenant_id == tid).values(
-            operator_paused_at=func.coalesce(S.operator_paused_at, now),
-            operator_paused_until=bindparam("until"), pause_reason=bindparam("reason"),
+        # the pause is on the source's destination (hook_destinations, 0020)
+        first = (D.source_id == sid, D.tenant_id == tid, D.position == 0)
+        self.start = Sql(update(hook_destinations).where(*first).values(
+            operator_paused_at=func.coalesce(D.operator_paused_at, now),
+            operator_paused_until=bindparam("until"), pause_reason=bindparam("reason")), d)
+        self.touched = Sql(update(hook_sources).where(S.id == sid, S.tenant_id == tid).values(
             updated_at=now), d)
         # The shift first (the events' rows, then the source's: the take's order of locks).
         # An event accepted during the pause starts its window when the pause ends.
@@ -46,14 +50,14 @@ class PauseSql:
             E.tenant_id == tid, E.source_id == sid, waiting, E.window_start < end).values(
             window_start=case((E.window_start >= start, end),
                               else_=E.window_start + (end - start))), d)
-        self.end = Sql(update(hook_sources).where(
-            S.id == sid, S.tenant_id == tid, S.operator_paused_at == start).values(
-            operator_paused_at=null(), operator_paused_until=null(), pause_reason=null(),
-            updated_at=now).returning(S.id), d)
+        self.end = Sql(update(hook_destinations).where(
+            *first, D.operator_paused_at == start).values(
+            operator_paused_at=null(), operator_paused_until=null(), pause_reason=null())
+            .returning(D.source_id), d)
         # Every tenant's pauses that ended by themselves (the relay's sweep clears them).
-        self.expired = Sql(select(S.id, S.tenant_id, S.operator_paused_at,
-                                  S.operator_paused_until).where(
-            S.operator_paused_until <= now), d)
+        self.expired = Sql(select(D.source_id, D.tenant_id, D.operator_paused_at,
+                                  D.operator_paused_until).where(
+            D.operator_paused_until <= now), d)
         queued = [E.tenant_id == tid, E.source_id == sid, E.state == Q.QUEUED.value]
         # one event: a row when it is queued (due now, or already), none otherwise
         self.retry_one = Sql(update(hook_events).where(

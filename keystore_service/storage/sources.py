@@ -13,9 +13,10 @@ from keystore_service.domain.records import Micros
 from keystore_service.storage.db import Database
 from keystore_service.storage.pauses import PauseChanged, PauseSql
 from keystore_service.storage.sql import Sql
+from keystore_service.storage.route_tables import hook_destinations
 from keystore_service.storage.tables import hook_events, hook_sources, reviews
 
-S, E, V = hook_sources.c, hook_events.c, reviews.c
+S, E, V, D = hook_sources.c, hook_events.c, reviews.c, hook_destinations.c
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,29 +91,57 @@ class Queue:
 CHANGEABLE = ("sealed", "config", "destination_url", "timeout_seconds", "ttl_seconds",
               "retry_window_seconds", "max_in_flight", "keep_body_seconds", "max_pause_seconds",
               "alert_after_seconds", "backlog_alert_seconds", "rate_interval_us", "rate_tat")
+# Source's fields that are its destination's (hook_destinations, migration 0020): the field's
+# column there. A source is read with its first destination (position 0: the v1.1 one).
+OF_DESTINATION = {"destination_url": "url", "timeout_seconds": "timeout_seconds",
+                  "max_in_flight": "max_in_flight", "paused_until": "paused_until",
+                  "last_error": "last_error", "last_error_at": "last_error_at",
+                  "last_taken_at": "last_taken_at", "operator_paused_at": "operator_paused_at",
+                  "operator_paused_until": "operator_paused_until",
+                  "pause_reason": "pause_reason", "failing_since": "failing_since",
+                  "probe_at": "probe_at", "rate_interval_us": "rate_interval_us",
+                  "rate_tat": "rate_tat"}
+SOURCE_COLUMNS = [D[OF_DESTINATION[f.name]].label(f.name) if f.name in OF_DESTINATION
+                  else S[f.name] for f in fields(Source)]
+# a source and its first destination (the take's SQL spells the same in text: storage/take.py)
+WITH_DESTINATION = hook_sources.join(hook_destinations, (D.source_id == S.id) &
+                                     (D.tenant_id == S.tenant_id) & (D.position == 0))
+
+
+def _read() -> Any:
+    return select(*SOURCE_COLUMNS).select_from(WITH_DESTINATION)
 
 
 class SourceStore:
     def __init__(self, db: Database):
         self.db = db
         d = db.engine.dialect
-        names = [f.name for f in fields(Source) if f.name != "id"]
+        names = [c.name for c in hook_sources.c if c.name != "id"]
         self._add = Sql(hook_sources.insert().values(
-            {n: bindparam(n) for n in names}).returning(*hook_sources.c), d)
-        self._by_name = Sql(select(hook_sources).where(
+            {n: bindparam(n) for n in names}).returning(S.id), d)
+        self._add_destination = Sql(hook_destinations.insert().values(
+            {c.name: bindparam(c.name) for c in hook_destinations.c if c.name != "id"}), d)
+        self._by_name = Sql(_read().where(
             S.tenant_id == bindparam("tenant_id"), S.name == bindparam("name")), d)
-        self._by_id = Sql(select(hook_sources).where(S.id == bindparam("id")), d)
-        self._by_ingest = Sql(select(hook_sources).where(S.ingest_hash == bindparam("h")), d)
-        self._all = Sql(select(hook_sources).where(S.tenant_id == bindparam("tenant_id"))
+        self._by_id = Sql(_read().where(S.id == bindparam("id")), d)
+        self._by_ingest = Sql(_read().where(S.ingest_hash == bindparam("h")), d)
+        self._all = Sql(_read().where(S.tenant_id == bindparam("tenant_id"))
                         .order_by(S.name), d)
-        self._change = {n: Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
-            {n: bindparam(n), "updated_at": bindparam("now")}), d) for n in CHANGEABLE}
+        sid, tid = bindparam("sid"), bindparam("tid")
+        self._touched = Sql(update(hook_sources).where(S.id == sid, S.tenant_id == tid).values(
+            updated_at=bindparam("now")), d)
+        self._change = {n: Sql(update(hook_destinations).where(
+            D.source_id == sid, D.tenant_id == tid, D.position == 0).values(
+            {OF_DESTINATION[n]: bindparam(n)}) if n in OF_DESTINATION else
+            update(hook_sources).where(S.id == sid, S.tenant_id == tid).values(
+            {n: bindparam(n)}), d) for n in CHANGEABLE}
         self._unkey = Sql(update(hook_events).where(
             E.tenant_id == bindparam("tid"), E.source_id == bindparam("sid"), E.ordering_key.is_not(None)).values(
             ordering_key=null(), ordering_mode=null(), next_attempt_at=case(
                 (and_(E.state == Q.QUEUED.value, E.next_attempt_at.is_(None)),
                  bindparam("now")), else_=E.next_attempt_at)), d)
-        self._resume = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
+        self._resume = Sql(update(hook_destinations).where(
+            D.source_id == sid, D.tenant_id == tid, D.position == 0).values(
             paused_until=null()), d)
         # the events whose next attempt the pause set (or a backoff it outlasted)
         self._waited = Sql(update(hook_events).where(
@@ -120,10 +149,10 @@ class SourceStore:
             E.next_attempt_at > bindparam("now"), E.next_attempt_at <= bindparam("until"))
             .values(next_attempt_at=bindparam("now")), d)
         # a rate's slots taken for events that made no forward (filtered, superseded)
-        self._given_back = Sql(update(hook_sources).where(
-            S.id == bindparam("sid"), S.tenant_id == bindparam("tid"), S.rate_tat.is_not(None),
-            S.rate_interval_us.is_not(None)).values(
-            rate_tat=S.rate_tat - S.rate_interval_us * bindparam("n")), d)
+        self._given_back = Sql(update(hook_destinations).where(
+            D.source_id == bindparam("sid"), D.tenant_id == bindparam("tid"), D.position == 0,
+            D.rate_tat.is_not(None), D.rate_interval_us.is_not(None)).values(
+            rate_tat=D.rate_tat - D.rate_interval_us * bindparam("n")), d)
         self._state = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
             state=bindparam("state"), updated_at=bindparam("now")), d)
         self._p = PauseSql(d)  # an operator's pause, retry now, the queues (pauses.py)
@@ -134,10 +163,15 @@ class SourceStore:
             V.kind == "fingerprint_mismatch").group_by(E.source_id), d)
 
     def create(self, cur: Any, **values: Any) -> Source:
-        """A new source (a field with a default may be left out); the caller's
-        IntegrityError when the tenant has the name already."""
-        defaults = {f.name: f.default for f in fields(Source) if f.default is not MISSING}
-        return Source(*self._add.one(cur, defaults | values))
+        """A new source with its destination, `default` (a field with a default may be left
+        out); the caller's IntegrityError when the tenant has the name already."""
+        given = {f.name: f.default for f in fields(Source) if f.default is not MISSING} | values
+        (sid,) = self._add.one(cur, {c.name: given[c.name] for c in hook_sources.c
+                                     if c.name != "id"})
+        self._add_destination.run(cur, {
+            "tenant_id": given["tenant_id"], "source_id": sid, "name": "default", "position": 0,
+            **{column: given[name] for name, column in OF_DESTINATION.items()}})
+        return Source(*self._by_id.one(cur, {"id": sid}))
 
     def named(self, tenant_id: int, name: str, cur: Any = None) -> Optional[Source]:
         row = self._one(self._by_name, {"tenant_id": tenant_id, "name": name}, cur)
@@ -156,8 +190,10 @@ class SourceStore:
             return [Source(*row) for row in self._all.all(cur, {"tenant_id": tenant_id})]
 
     def change(self, cur: Any, source: Source, changes: dict, now: Micros) -> None:
+        ids = {"sid": source.id, "tid": source.tenant_id, "now": now}
         for name, value in changes.items():
-            self._change[name].run(cur, {"sid": source.id, name: value, "now": now})
+            self._change[name].run(cur, {**ids, name: value})
+        self._touched.run(cur, ids)
 
     def unkey(self, cur: Any, source: Source, now: Micros) -> None:
         """Forget the source's events' keys of an ordering it no longer has (another mode, key
@@ -174,7 +210,7 @@ class SourceStore:
             self.end_pause(cur, source, now if until is None else min(until, now), now)
         if source.paused_until is not None:
             self._waited.run(cur, {"sid": source.id, "now": now, "until": source.paused_until})
-            self._resume.run(cur, {"sid": source.id})
+            self._resume.run(cur, {"sid": source.id, "tid": source.tenant_id})
 
     def pause(self, cur: Any, source: Source, now: Micros, until: Optional[Micros],
               reason: Optional[str]) -> None:
@@ -183,8 +219,10 @@ class SourceStore:
         ended = source.operator_paused_until
         if source.operator_paused_at is not None and ended is not None and ended <= now:
             self.end_pause(cur, source, ended, now)
-        self._p.start.run(cur, {"sid": source.id, "tid": source.tenant_id, "now": now,
-                                "until": until, "reason": reason})
+        params = {"sid": source.id, "tid": source.tenant_id, "now": now, "until": until,
+                  "reason": reason}
+        self._p.start.run(cur, params)
+        self._p.touched.run(cur, params)
 
     def end_pause(self, cur: Any, source: Source, end: Micros, now: Micros) -> None:
         """Clear the operator's pause read in `source` (begun at operator_paused_at, over at
@@ -195,6 +233,7 @@ class SourceStore:
         self._p.shift.run(cur, params)
         if self._p.end.one(cur, params) is None:
             raise PauseChanged()
+        self._p.touched.run(cur, params)
 
     def expired_pauses(self, now: Micros) -> list[tuple[int, int, Micros, Micros]]:
         """Every tenant's operator pauses that ended by themselves and are not cleared yet:
@@ -251,4 +290,5 @@ class SourceStore:
             return stmt.one(c, params)
 
 
-assert [c.name for c in hook_sources.c] == [f.name for f in fields(Source)], "column order"
+assert {c.name for c in hook_sources.c} | set(OF_DESTINATION) == {
+    f.name for f in fields(Source)}, "a field of Source is a column of neither table"

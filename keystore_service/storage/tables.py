@@ -280,48 +280,27 @@ hook_sources = Table(
     Column("ingest_hash", String(64), nullable=False, unique=True),
     Column("sealed", Text, nullable=False),
     Column("config", Text, nullable=False),  # JSON: the provider options (no secret)
-    Column("destination_url", Text, nullable=False),
-    Column("timeout_seconds", Integer, nullable=False),
     Column("ttl_seconds", BigInteger, nullable=False),
     Column("retry_window_seconds", BigInteger, nullable=False),
-    Column("max_in_flight", Integer, nullable=False),
     Column("keep_body_seconds", BigInteger, nullable=False),
     Column("state", String(12), nullable=False),
     Column("created_at", BigInteger, nullable=False),
     Column("updated_at", BigInteger, nullable=False),
-    Column("paused_until", BigInteger, nullable=True),  # a 429/503 with Retry-After
-    Column("last_error", Text, nullable=True),  # a short reason, never a body
-    Column("last_error_at", BigInteger, nullable=True),
     # A Retry-After pause lasts at most this long (docs/webhooks/README.md: an hour by default, a
     # day: long enough for any provider's announced maintenance, short enough that a typo
     # or a hostile answer cannot stop a source for years).
     Column("max_pause_seconds", Integer, nullable=False, server_default="3600"),
-    Column("last_taken_at", BigInteger, nullable=True),  # the take's round robin (events.py)
-    # An operator's pause (migration 0011): since when (null: not paused; its length is added
-    # to the retry windows when it ends), until when (null: until resumed) and why.
-    Column("operator_paused_at", BigInteger, nullable=True),
-    Column("operator_paused_until", BigInteger, nullable=True),
-    Column("pause_reason", Text, nullable=True),
-    # Recovery: since when the destination fails (null: it answers), and when the source's
-    # oldest waiting event is next tried whatever its backoff says (a probe).
-    Column("failing_since", BigInteger, nullable=True),
-    Column("probe_at", BigInteger, nullable=True),
     # 0012: failing this long opens delivery_failing, an oldest queued this old backlog
     Column("alert_after_seconds", Integer, nullable=False, server_default="300"),
     Column("backlog_alert_seconds", Integer, nullable=False, server_default="900"),
-    # 0016: the destination's rate as the take's GCRA reads it (storage/take.py): microseconds
-    # between two forwards (null: no rate) and the theoretical arrival time (null: no debt)
-    Column("rate_interval_us", BigInteger, nullable=True),
-    Column("rate_tat", BigInteger, nullable=True),
+    # The destination, its limits and where its forwarding is: hook_destinations (0020).
     UniqueConstraint("tenant_id", "name"),
     CheckConstraint("state IN ('active', 'disabled')", name="state"),
     CheckConstraint("length(name) BETWEEN 1 AND 64", name="name_length"),
-    CheckConstraint("timeout_seconds BETWEEN 1 AND 60 AND max_in_flight >= 1 AND "
-                    "ttl_seconds >= 1 AND retry_window_seconds >= 1", name="limits"),
+    CheckConstraint("ttl_seconds >= 1 AND retry_window_seconds >= 1", name="limits"),
     CheckConstraint("max_pause_seconds BETWEEN 1 AND 86400", name="pause_limit"),
     CheckConstraint("alert_after_seconds BETWEEN 0 AND 86400", name="alert_after"),
     CheckConstraint("backlog_alert_seconds BETWEEN 0 AND 604800", name="backlog_alert"),
-    CheckConstraint("rate_interval_us IS NULL OR rate_interval_us >= 1", name="rate"),
 )
 
 # One accepted event per record (scope `hook:<source>`, key = the event id): its body and

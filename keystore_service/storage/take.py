@@ -5,7 +5,7 @@ A take serves only sources with room (not paused, fewer events in flight than th
 `max_in_flight`, counted across every relay under the sources' row locks) and serves them
 in turn: each source offers its oldest due events up to its free slots, and the events
 chosen interleave by tenant first, then by source, starting with the tenant and the source
-a take served longest ago (`hook_sources.last_taken_at`, written by the take). So one
+a take served longest ago (`hook_destinations.last_taken_at`, written by the take). So one
 source's backlog, however old, never keeps another source's event waiting behind it.
 
 Two round trips on PostgreSQL, as before (bench/NOTES.md, "The gateway"): the
@@ -54,6 +54,7 @@ Measured with 5,000 events of one key held (PostgreSQL, this machine): a take re
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from typing import Any, Optional
 
 from sqlalchemy import text
@@ -63,7 +64,8 @@ from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.domain.records import SECOND
 from keystore_service.domain.routing import OrderingMode
 from keystore_service.storage.sql import Sql
-from keystore_service.storage.tables import hook_events, hook_sources
+from keystore_service.storage.sources import OF_DESTINATION, Source
+from keystore_service.storage.tables import hook_events
 
 LEASE_MARGIN_SECONDS = 15  # an attempt's lease: the destination's timeout + this (contract)
 EXPIRED, DUE, ENDED, PROBE = 0, 1, 2, 3  # the kinds of candidates
@@ -73,7 +75,7 @@ PROBE_SECONDS = 30
 # The two states the take reads and writes, as SQL literals of their stored strings.
 _QUEUED, _DELIVERING = (f"'{s.value}'" for s in (DeliveryState.QUEUED, DeliveryState.DELIVERING))
 
-_IN_FLIGHT = f"""(SELECT count(*) FROM hook_events d WHERE d.source_id = s.id
+_IN_FLIGHT = f"""(SELECT count(*) FROM hook_events d WHERE d.source_id = s.source_id
                    AND d.state = {_DELIVERING} AND d.lease_until > :now)"""
 _HELD_OFF = "(s.paused_until IS NOT NULL AND s.paused_until > :now)"  # by the destination
 _PAUSED = (f"({_HELD_OFF} OR (s.operator_paused_at IS NOT NULL AND "
@@ -135,7 +137,8 @@ _KINDS = {
     DUE: (f"e.state = {_QUEUED} AND e.next_attempt_at <= :now AND {_FIRST_OF_KEY}",
           "e.next_attempt_at", f"NOT {_PAUSED}"),
     ENDED: (f"e.state = {_QUEUED} AND e.next_attempt_at <= :now AND "
-            f"e.window_start <= :now - s.retry_window_seconds * {SECOND}", "e.next_attempt_at",
+            f"e.window_start <= :now - (SELECT so.retry_window_seconds FROM hook_sources so "
+            f"WHERE so.id = s.source_id) * {SECOND}", "e.next_attempt_at",
             f"{_HELD_OFF} AND s.operator_paused_at IS NULL"),
     PROBE: (f"e.state = {_QUEUED} AND e.next_attempt_at > :now AND {_FIRST_OF_KEY}",
             "e.received_at",
@@ -155,13 +158,13 @@ def _candidates_pg(kind: int) -> str:
     limit = _LIMITS[kind][0] if kind in _LIMITS else \
         f"LEAST(:n, GREATEST(0, s.max_in_flight - {_IN_FLIGHT}), GREATEST(0, {_RATE_ROOM}))"
     return f"""
-        SELECT f.id, s.id, {kind}, f.ord FROM hook_sources s
+        SELECT f.id, s.source_id, {kind}, f.ord FROM hook_destinations s
         CROSS JOIN LATERAL (
             SELECT e.id, {order} AS ord FROM hook_events e
-            WHERE e.source_id = s.id AND {where}
+            WHERE e.source_id = s.source_id AND {where}
             ORDER BY {order}, e.id LIMIT {limit} + 1
             FOR UPDATE OF e SKIP LOCKED) f
-        WHERE {of_source}"""
+        WHERE s.position = 0 AND {of_source}"""
 
 
 def _candidates_sqlite(kind: int) -> str:
@@ -169,14 +172,18 @@ def _candidates_sqlite(kind: int) -> str:
     outer column): up to :n of each source; the lease then keeps each source's room."""
     where, order, of_source = _KINDS[kind]
     return f"""
-        SELECT e.id, e.source_id, {kind}, {order} FROM hook_sources s
+        SELECT e.id, e.source_id, {kind}, {order} FROM hook_destinations s
         JOIN hook_events e ON e.id IN (
-            SELECT e.id FROM hook_events e WHERE e.source_id = s.id AND {where}
+            SELECT e.id FROM hook_events e WHERE e.source_id = s.source_id AND {where}
             ORDER BY {order}, e.id LIMIT {_LIMITS.get(kind, (0, ":n"))[1]})
-        WHERE {of_source}"""
+        WHERE s.position = 0 AND {of_source}"""
 
 
-_SOURCE_COLUMNS = ", ".join(c.name for c in hook_sources.c)
+# A source's row as storage/sources.py reads it: with its first destination's columns (0020).
+_SOURCE_COLUMNS = ", ".join(f"d.{OF_DESTINATION[f.name]}" if f.name in OF_DESTINATION
+                            else f"s.{f.name}" for f in fields(Source))
+_WITH_DESTINATION = ("hook_sources s JOIN hook_destinations d ON d.source_id = s.id AND "
+                     "d.tenant_id = s.tenant_id AND d.position = 0")
 _EVENT_COLUMNS = ", ".join(c.name for c in hook_events.c)
 # The choice, after the sources' rows are locked (a statement of its own before it, so the
 # count in flight sees every other relay's committed take): per source its first `room`
@@ -195,10 +202,10 @@ _OLDER = (f"SELECT 1 FROM hook_events o WHERE o.source_id = c.sid AND o.state = 
 _LEASE = f"""
     WITH c AS ({{candidates}}),
     src AS (
-        SELECT s.id AS sid, s.tenant_id AS tid, COALESCE(s.last_taken_at, 0) AS last,
+        SELECT s.source_id AS sid, s.tenant_id AS tid, COALESCE(s.last_taken_at, 0) AS last,
                {_PAUSED} AS paused, s.max_in_flight - {_IN_FLIGHT} AS slots,
                {_RATE_ROOM} AS paced, s.rate_interval_us IS NOT NULL AS rated
-        FROM hook_sources s WHERE s.id IN (SELECT sid FROM c)),
+        FROM hook_destinations s WHERE s.position = 0 AND s.source_id IN (SELECT sid FROM c)),
     fit AS (
         SELECT c.id, c.sid, c.kind, src.tid, src.last,
                CASE WHEN src.paused OR src.paced >= src.slots THEN src.slots
@@ -214,20 +221,20 @@ _LEASE = f"""
     chosen AS (SELECT id, sid, kind FROM turns ORDER BY turn, tlast, tid LIMIT :n){{touch}}
     UPDATE hook_events SET state = {_DELIVERING}, attempts = attempts + 1,
         lease_holder = :holder,
-        lease_until = :now + ((SELECT timeout_seconds FROM hook_sources s
-                               WHERE s.id = hook_events.source_id)
+        lease_until = :now + ((SELECT timeout_seconds FROM hook_destinations s
+                               WHERE s.source_id = hook_events.source_id AND s.position = 0)
                               + {LEASE_MARGIN_SECONDS}) * {SECOND}
     WHERE id {{chosen}}
     RETURNING {{returning}}"""
 # A source served: its turn, (if it is failing) its next probe, since it is tried now, and
 # (with a rate) its GCRA's arrival time, T later for each of its events forwarded.
-_TOUCH = ("UPDATE hook_sources SET last_taken_at = :now, probe_at = CASE WHEN probe_at <= "
+_TOUCH = ("UPDATE hook_destinations SET last_taken_at = :now, probe_at = CASE WHEN probe_at <= "
           ":now THEN :probe_at ELSE probe_at END, rate_tat = CASE WHEN rate_interval_us IS "
           "NULL THEN NULL ELSE (CASE WHEN rate_tat > :now THEN rate_tat ELSE :now END) + "
-          "rate_interval_us * {forwards} END WHERE id {sids}")
+          "rate_interval_us * {forwards} END WHERE position = 0 AND source_id {sids}")
 _PG = {
-    "sources": f"SELECT {_SOURCE_COLUMNS} FROM hook_sources "
-               "WHERE id = ANY(CAST(:sids AS integer[])) ORDER BY id FOR NO KEY UPDATE",
+    "sources": f"SELECT {_SOURCE_COLUMNS} FROM {_WITH_DESTINATION} "
+               "WHERE s.id = ANY(CAST(:sids AS integer[])) ORDER BY s.id FOR NO KEY UPDATE OF d",
     # The candidates come as JSON [[event id, source id, kind, order], ...].
     "lease": _LEASE.format(
         candidates="SELECT CAST(x->>0 AS bigint) AS id, CAST(x->>1 AS integer) AS sid, "
@@ -236,14 +243,15 @@ _PG = {
         # the sources served, in the same statement: no round trip more
         touch=",\n    touched AS (" + _TOUCH.format(
             sids="IN (SELECT sid FROM chosen)",
-            forwards=f"(SELECT count(*) FROM chosen WHERE chosen.sid = hook_sources.id "
+            forwards=f"(SELECT count(*) FROM chosen WHERE chosen.sid = "
+                     f"hook_destinations.source_id "
                      f"AND chosen.kind <> {ENDED})") + ")",
         chosen="= ANY(ARRAY(SELECT id FROM chosen))",  # the primary key, whatever the stats
         returning=_EVENT_COLUMNS),
 }
 _SQLITE = {
-    "sources": f"SELECT {_SOURCE_COLUMNS} FROM hook_sources "
-               "WHERE id IN (SELECT value FROM json_each(:sids)) ORDER BY id",
+    "sources": f"SELECT {_SOURCE_COLUMNS} FROM {_WITH_DESTINATION} "
+               "WHERE s.id IN (SELECT value FROM json_each(:sids)) ORDER BY s.id",
     "lease": _LEASE.format(
         candidates="SELECT json_extract(value, '$[0]') AS id, "
                    "json_extract(value, '$[1]') AS sid, json_extract(value, '$[2]') AS kind, "
@@ -252,7 +260,7 @@ _SQLITE = {
     # :forwards: a source id for each event leased to be forwarded
     "touch": _TOUCH.format(sids="IN (SELECT value FROM json_each(:sids))",
                            forwards="(SELECT count(*) FROM json_each(:forwards) "
-                                    "WHERE value = hook_sources.id)"),
+                                    "WHERE value = hook_destinations.source_id)"),
 }
 
 
@@ -319,7 +327,8 @@ class Take:
         return sources, leased, candidates
 
 
-_INTERVAL, _TAT = (list(hook_sources.c.keys()).index(n) for n in ("rate_interval_us", "rate_tat"))
+_INTERVAL, _TAT = ([f.name for f in fields(Source)].index(n)
+                   for n in ("rate_interval_us", "rate_tat"))
 
 
 def burst(interval: int) -> int:

@@ -134,7 +134,7 @@ def test_secrets_are_never_returned_and_not_readable_from_the_database(gw_app, g
     ingest_id = source["ingest_url"].rsplit("/", 1)[1]
     with gw_app.extensions["keystore"].database.engine.connect() as conn:
         dump = repr([conn.exec_driver_sql(f"SELECT * FROM {t}").all()
-                     for t in ("hook_sources",)])
+                     for t in ("hook_sources", "hook_destinations")])
     for secret in ("test-secret-1", "hdr-s3cr3t", ingest_id):
         assert secret not in dump
 

@@ -102,7 +102,8 @@ def test_delivery_failing_waits_for_alert_after_seconds(gw_app, gw, sink, clock,
                                                          database_url):
     create_source(gw, gw.token, sink.url, alert_after_seconds=120)
     issues = _gw(gw_app).issues
-    _sql(database_url, "UPDATE hook_sources SET failing_since = :t, last_error = 'status 503'",
+    _sql(database_url,
+         "UPDATE hook_destinations SET failing_since = :t, last_error = 'status 503'",
          t=clock.now)
     clock.advance(119)
     issues.watch()
@@ -112,10 +113,10 @@ def test_delivery_failing_waits_for_alert_after_seconds(gw_app, gw, sink, clock,
     [issue] = _issues(gw, kind="delivery_failing")
     assert "forwards failing for 120 s (status 503)" in issue["detail"]
     # failing again after a success, but not yet for long: the issue stays (undecided)
-    _sql(database_url, "UPDATE hook_sources SET failing_since = :t", t=clock.now)
+    _sql(database_url, "UPDATE hook_destinations SET failing_since = :t", t=clock.now)
     issues.watch()
     assert _issues(gw)[0]["state"] == "open"
-    _sql(database_url, "UPDATE hook_sources SET failing_since = NULL, last_error = NULL")
+    _sql(database_url, "UPDATE hook_destinations SET failing_since = NULL, last_error = NULL")
     issues.watch()
     assert _issues(gw)[0]["state"] == "resolved"
 

@@ -1,6 +1,6 @@
 """A destination's rate through the API and the command line (issue 29, "Rates per
 destination"), on both backends: stored and shown in its normal form, with the interval the
-take reads (hook_sources.rate_interval_us); a PATCH of the destination replaces it; every
+take reads (hook_destinations.rate_interval_us); a PATCH of the destination replaces it; every
 rate route_specs refuses is a 400 naming the field that changes nothing."""
 from __future__ import annotations
 

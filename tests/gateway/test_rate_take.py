@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import json
 
-from sqlalchemy import update
+from sqlalchemy import select, update
 
 from keystore_service.domain.records import SECOND
 from keystore_service.storage import take
+from keystore_service.storage.route_tables import hook_destinations
 from keystore_service.storage.tables import hook_sources
 
 from .support import HOLDER, create_source, deliver
@@ -81,8 +82,9 @@ def test_an_ended_event_is_failed_without_using_the_rate(gw, gw_app, forwarding,
     made = _source(gw, "shop", {"per_minute": 1}, 4, retry_window_seconds=60)
     engine = gw_app.extensions["keystore"].database.engine
     with engine.begin() as conn:
-        conn.execute(update(hook_sources).where(hook_sources.c.name == made["name"])
-                     .values(paused_until=clock.now + 3600 * SECOND))
+        conn.execute(update(hook_destinations).where(hook_destinations.c.source_id == select(
+            hook_sources.c.id).where(hook_sources.c.name == made["name"]).scalar_subquery())
+            .values(paused_until=clock.now + 3600 * SECOND))
     clock.advance(seconds=61)
     taken, slot = _taken(forwarding, ended=True)
     assert sorted(taken) == _ids("shop", 1, 4) and slot is None

@@ -111,8 +111,9 @@ def test_an_upgrade_cuts_a_pause_stored_before_the_bound(tmp_path):
     migrate.upgrade(url)
     engine = create_engine(url)
     with engine.connect() as conn:
-        until, bound = conn.execute(text(
-            "SELECT paused_until, max_pause_seconds FROM hook_sources")).one()
+        until, bound = conn.execute(text(  # the pause is the destination's since 0020
+            "SELECT d.paused_until, s.max_pause_seconds FROM hook_sources s "
+            "JOIN hook_destinations d ON d.source_id = s.id")).one()
     engine.dispose()
     assert bound == 3600
     assert before * 1e6 + HOUR <= until <= time.time() * 1e6 + HOUR
@@ -138,6 +139,19 @@ def _to(url: str, revision: str, down: bool = False) -> None:
     engine.dispose()
 
 
+def _add_source(conn, sid: int, name: str, config: str, **destination) -> None:
+    """A source row at head, with its destination (hook_destinations since 0020)."""
+    from keystore_service.storage.route_tables import hook_destinations
+    from keystore_service.storage.tables import hook_sources
+    conn.execute(insert(hook_sources).values(
+        id=sid, tenant_id=1, name=name, provider="generic", ingest_hash=f"h{sid}", sealed="x",
+        config=config, ttl_seconds=999999, retry_window_seconds=3600, keep_body_seconds=0,
+        state="active", created_at=0, updated_at=0))
+    conn.execute(insert(hook_destinations).values(
+        tenant_id=1, source_id=sid, name="default", position=0, url="http://127.0.0.1/",
+        timeout_seconds=10, max_in_flight=4, **destination))
+
+
 def test_0015_lets_an_event_be_filtered_and_its_downgrade_makes_it_delivered(own_url):
     """0015 up and down with rows on both backends: `filtered` is a state at 0015 only (a
     downgrade makes each filtered event delivered, delivered_at still null), the other
@@ -153,11 +167,7 @@ def test_0015_lets_an_event_be_filtered_and_its_downgrade_makes_it_delivered(own
                 "attempts": 1, **over}
     with engine.begin() as conn:
         conn.execute(insert(tenants).values(id=1, name="t", created_at=0))
-        conn.execute(insert(hook_sources).values(
-            id=1, tenant_id=1, name="s", provider="generic", ingest_hash="h", sealed="x",
-            config="{}", destination_url="http://127.0.0.1/", timeout_seconds=10,
-            ttl_seconds=999999, retry_window_seconds=3600, max_in_flight=4,
-            keep_body_seconds=0, state="active", created_at=0, updated_at=0))
+        _add_source(conn, 1, "s", "{}")
         for n in (1, 2, 3):
             conn.execute(insert(records).values(row(scope="hook:s", key=f"e{n}", id=n)))
         conn.execute(insert(hook_events).values(event(1, "filtered", attempts=0, body=b"{}")))
@@ -212,23 +222,18 @@ def test_0016_adds_a_sources_rate_and_its_downgrade_drops_it_from_the_options(ow
     kept; an upgrade again gives the source no rate."""
     import json
 
-    from sqlalchemy import select, text, update
+    from sqlalchemy import text, update
 
-    from keystore_service.storage.tables import hook_sources
+    from keystore_service.storage.route_tables import hook_destinations
     forward = {"filter": {"event_types": ["a.*"]}, "rate": {"per_second": 5}}
     engine = create_engine(normalise_url(own_url))
     with engine.begin() as conn:
         conn.execute(insert(tenants).values(id=1, name="t", created_at=0))
         for sid, rate in ((1, 200_000), (2, None)):
-            conn.execute(insert(hook_sources).values(
-                id=sid, tenant_id=1, name=f"s{sid}", provider="generic", ingest_hash=f"h{sid}",
-                sealed="x", config=json.dumps({"forward": forward if rate else {}}),
-                destination_url="http://127.0.0.1/", timeout_seconds=10, ttl_seconds=999999,
-                retry_window_seconds=3600, max_in_flight=4, keep_body_seconds=0,
-                state="active", created_at=0, updated_at=0, rate_interval_us=rate,
-                rate_tat=123 if rate else None))
+            _add_source(conn, sid, f"s{sid}", json.dumps({"forward": forward if rate else {}}),
+                        rate_interval_us=rate, rate_tat=123 if rate else None)
         with pytest.raises(IntegrityError), conn.begin_nested():
-            conn.execute(update(hook_sources).where(hook_sources.c.id == 2)
+            conn.execute(update(hook_destinations).where(hook_destinations.c.source_id == 2)
                          .values(rate_interval_us=0))
     engine.dispose()
 
@@ -250,9 +255,8 @@ def test_0016_adds_a_sources_rate_and_its_downgrade_drops_it_from_the_options(ow
     assert {"rate_interval_us", "rate_tat"} <= columns()
     e = create_engine(normalise_url(own_url))
     with e.connect() as conn:
-        assert conn.execute(select(hook_sources.c.id, hook_sources.c.rate_interval_us,
-                                   hook_sources.c.rate_tat).order_by(hook_sources.c.id)
-                            ).all() == [(1, None, None), (2, None, None)]
+        assert conn.execute(text("SELECT id, rate_interval_us, rate_tat FROM hook_sources "
+                                 "ORDER BY id")).all() == [(1, None, None), (2, None, None)]
     e.dispose()
 
 
@@ -272,11 +276,7 @@ def test_0017_adds_superseded_and_the_versions_and_its_downgrade_undoes_them(own
     engine = create_engine(normalise_url(own_url))
     with engine.begin() as conn:
         conn.execute(insert(tenants).values(id=1, name="t", created_at=0))
-        conn.execute(insert(hook_sources).values(
-            id=1, tenant_id=1, name="s", provider="generic", ingest_hash="h", sealed="x",
-            config=json.dumps({"forward": forward}), destination_url="http://127.0.0.1/",
-            timeout_seconds=10, ttl_seconds=999999, retry_window_seconds=3600,
-            max_in_flight=4, keep_body_seconds=0, state="active", created_at=0, updated_at=0))
+        _add_source(conn, 1, "s", json.dumps({"forward": forward}))
         for n, state in ((1, "superseded"), (2, "delivered")):
             conn.execute(insert(records).values(row(scope="hook:s", key=f"e{n}", id=n)))
             conn.execute(insert(hook_events).values(
@@ -343,12 +343,7 @@ def test_0018_keeps_a_serial_key_and_its_downgrade_drops_the_serial_ordering(own
     with engine.begin() as conn:
         conn.execute(insert(tenants).values(id=1, name="t", created_at=0))
         for sid, ordering in orderings.items():
-            conn.execute(insert(hook_sources).values(
-                id=sid, tenant_id=1, name=f"s{sid}", provider="generic", ingest_hash=f"h{sid}",
-                sealed="x", config=json.dumps({"forward": {"ordering": ordering}}),
-                destination_url="http://127.0.0.1/", timeout_seconds=10, ttl_seconds=999999,
-                retry_window_seconds=3600, max_in_flight=4, keep_body_seconds=0,
-                state="active", created_at=0, updated_at=0))
+            _add_source(conn, sid, f"s{sid}", json.dumps({"forward": {"ordering": ordering}}))
             conn.execute(insert(records).values(row(scope=f"hook:s{sid}", key="e", id=sid)))
             conn.execute(insert(hook_events).values(
                 tenant_id=1, source_id=sid, record_id=sid, event_id="e", state="queued",
@@ -392,11 +387,7 @@ def test_0019_keeps_the_mode_of_a_key_and_its_downgrade_forgets_newer_wins_keys(
     key = "sha256:" + "c" * 64
     with engine.begin() as conn:
         conn.execute(insert(tenants).values(id=1, name="t", created_at=0))
-        conn.execute(insert(hook_sources).values(
-            id=1, tenant_id=1, name="s", provider="generic", ingest_hash="h", sealed="x",
-            config="{}", destination_url="http://127.0.0.1/", timeout_seconds=10,
-            ttl_seconds=999999, retry_window_seconds=3600, max_in_flight=4,
-            keep_body_seconds=0, state="active", created_at=0, updated_at=0))
+        _add_source(conn, 1, "s", "{}")
         for n, mode in enumerate(("serial", "newer_wins", "newer_wins"), start=1):
             conn.execute(insert(records).values(row(scope="hook:s", key=f"e{n}", id=n)))
             conn.execute(insert(hook_events).values(
@@ -418,3 +409,56 @@ def test_0019_keeps_the_mode_of_a_key_and_its_downgrade_forgets_newer_wins_keys(
     assert look() == [(key, 7), (None, 7), (None, 30)]  # e3 was parked: due at received_at
     _to(own_url, "0019_newer_wins_turns")
     assert look() == [(key, 7, "serial"), (None, 7, None), (None, 30, None)]
+
+
+def test_0020_moves_each_sources_destination_to_a_row_and_its_downgrade_moves_it_back(
+        own_url):
+    """0020 up and down with rows on both backends: at 0019 a source holds its destination
+    and where its forwarding is; at 0020 each source has one destination, `default` at
+    position 0, with every one of those values, and the columns left hook_sources; a
+    downgrade puts them back on the source as they were, NOT NULL where they were."""
+    from sqlalchemy import inspect, text
+    moved = ["destination_url", "timeout_seconds", "max_in_flight", "paused_until",
+             "last_error", "last_error_at", "last_taken_at", "operator_paused_at",
+             "operator_paused_until", "pause_reason", "failing_since", "probe_at",
+             "rate_interval_us", "rate_tat"]
+    values = {1: ["http://127.0.0.1:1/a", 7, 3, 11, "status 503", 12, 13, 14, 15, "deploy", 16,
+                  17, 200_000, 18],
+              2: ["http://127.0.0.1:2/b", 30, 9] + [None] * 11}
+    _to(own_url, "0019_newer_wins_turns", down=True)
+    engine = create_engine(normalise_url(own_url))
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO tenants (id, name, created_at) VALUES (1, 't', 0)"))
+        for sid, given in values.items():
+            conn.execute(text(
+                "INSERT INTO hook_sources (id, tenant_id, name, provider, ingest_hash, sealed, "
+                "config, ttl_seconds, retry_window_seconds, keep_body_seconds, state, "
+                f"created_at, updated_at, {', '.join(moved)}) VALUES (:id, 1, :name, 'generic',"
+                " :h, 'x', '{}', 999999, 3600, 0, 'active', 0, 0, "
+                f"{', '.join(':' + c for c in moved)})"),
+                {"id": sid, "name": f"s{sid}", "h": f"h{sid}", **dict(zip(moved, given))})
+    engine.dispose()
+
+    def rows(sql: str) -> list:
+        e = create_engine(normalise_url(own_url))
+        with e.connect() as conn:
+            found = [tuple(r) for r in conn.execute(text(sql))]
+        e.dispose()
+        return found
+    _to(own_url, "0020_destinations")
+    dest = ", ".join(["url"] + moved[1:])
+    assert rows(f"SELECT source_id, tenant_id, name, position, {dest} FROM hook_destinations "
+                "ORDER BY source_id") == [(sid, 1, "default", 0, *given)
+                                          for sid, given in values.items()]
+    e = create_engine(normalise_url(own_url))
+    assert not set(moved) & {c["name"] for c in inspect(e).get_columns("hook_sources")}
+    e.dispose()
+    _to(own_url, "0019_newer_wins_turns", down=True)
+    assert rows(f"SELECT id, {', '.join(moved)} FROM hook_sources ORDER BY id") == [
+        (sid, *given) for sid, given in values.items()]
+    e = create_engine(normalise_url(own_url))
+    nullable = {c["name"]: c["nullable"] for c in inspect(e).get_columns("hook_sources")}
+    assert not inspect(e).has_table("hook_destinations")
+    e.dispose()
+    assert [nullable[c] for c in moved[:3]] == [False] * 3 and nullable["paused_until"]
+    _to(own_url, "0020_destinations")
