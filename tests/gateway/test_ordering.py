@@ -294,19 +294,10 @@ def test_two_relay_processes_never_send_a_key_twice_at_once_nor_an_older_after_a
     and each key's stored version is its highest."""
     import random
 
-    from keystore_service.app import create_app
-    from keystore_service.settings import Settings
-    from tests.faults.gateway_harness import RelayProcess
-    from tests.support import Http
+    from .ordering_support import relay_service
+    from .support import Sink
 
-    from .support import KEY, Sink
-
-    app = create_app(Settings(database_url=database_url, secret_key=KEY,
-                              token_cache_seconds=0, hook_rate_limit_per_second=0))
-    ks = app.extensions["keystore"]
-    now = int(time.time() * 1_000_000)
-    ks.accounts.create_tenant("acme", now)
-    http = Http(app.test_client(), ks.accounts.create_token("acme", "operator", None, now))
+    ks, http, relays = relay_service(database_url, tmp_path)
     lock, holding, most = threading.Lock(), {}, {}
 
     def answer(n, r):
@@ -319,9 +310,6 @@ def test_two_relay_processes_never_send_a_key_twice_at_once_nor_an_older_after_a
             holding[key] -= 1
         return 200
     sink = Sink(answer)
-    env = {"KEYSTORE_SECRET_KEY": KEY, "KEYSTORE_RECONCILE_INTERVAL_SECONDS": "0"}
-    relays = [RelayProcess(database_url, env, tmp_path / f"relay{i}.log", concurrency=4)
-              for i in range(2)]
     rng = random.Random(29)
     versions = {k: rng.sample(range(1, 7), 6) for k in "ABCD"}
     events = [(f"{k}{n}", k, versions[k][n]) for n in range(6) for k in "ABCD"]

@@ -13,14 +13,10 @@ from collections import defaultdict
 
 from sqlalchemy import select, update
 
-from keystore_service.app import create_app
-from keystore_service.settings import Settings
 from keystore_service.storage.tables import hook_events
-from tests.faults.gateway_harness import RelayProcess
-from tests.support import Http
 
-from .support import HOLDER, KEY, Sink, create_source, deliver
-from .ordering_support import got, listed, put, set_ordering, turn
+from .support import HOLDER, Sink, create_source, deliver
+from .ordering_support import got, listed, put, relay_service, set_ordering, turn
 
 SERIAL = {"key": "/data/id", "mode": "serial"}
 
@@ -233,12 +229,7 @@ def test_relay_kills_keep_each_keys_order(database_url, tmp_path):
     and two new ones started. That event's lease (timeout 1 s + 15 s) holds its key's later
     events; the other keys go on. In the end every event is delivered, and each key's events
     reached the sink in acceptance order (the killed forward once more, at its turn)."""
-    app = create_app(Settings(database_url=database_url, secret_key=KEY,
-                              token_cache_seconds=0, hook_rate_limit_per_second=0))
-    ks = app.extensions["keystore"]
-    now = int(time.time() * 1_000_000)
-    ks.accounts.create_tenant("acme", now)
-    http = Http(app.test_client(), ks.accounts.create_token("acme", "operator", None, now))
+    ks, http, relays = relay_service(database_url, tmp_path)
     first = {"seen": False}
 
     def answer(n, r):
@@ -246,9 +237,6 @@ def test_relay_kills_keep_each_keys_order(database_url, tmp_path):
         time.sleep(0.3)
         return 200
     sink = Sink(answer)
-    env = {"KEYSTORE_SECRET_KEY": KEY, "KEYSTORE_RECONCILE_INTERVAL_SECONDS": "0"}
-    relays = [RelayProcess(database_url, env, tmp_path / f"relay{i}.log", concurrency=4)
-              for i in range(2)]
     try:
         source = create_source(http, http.token, sink.url, max_in_flight=16,  # room for all
                                destination={"url": sink.url, "timeout_seconds": 1,
