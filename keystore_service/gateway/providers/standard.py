@@ -5,8 +5,8 @@ keyed with the base64-decoded `whsec_...` secret; any v1 entry may match ("v1a" 
 entries are not ours to check). The event id is `webhook-id`.
 
 The HMAC itself is the `standardwebhooks` library's (Webhook.sign); the headers, the clock
-and the comparison are checked here, since the library's verify() reads the wall clock and,
-on malformed headers, raises ValueError instead of its own error or decodes base64 leniently.
+and the comparison are checked here, since the library's verify() reads the wall clock and
+floors a fractional timestamp (and, before 1.3, decoded base64 leniently).
 `sign()` signs the gateway's forwards with a destination's secret the same way.
 """
 from __future__ import annotations
