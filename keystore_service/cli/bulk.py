@@ -88,13 +88,17 @@ def delivery_bulk(tenant_name: str, action: str, force: bool, dry_run: bool,
 
 
 def _follow(ks: Any, job: Any) -> Any:
-    """Run the job here, writing its progress every POLL_SECONDS."""
+    """Run the job here, writing its progress every POLL_SECONDS and, always, once it ended
+    (a job that ends before the first look still says so)."""
     runner = threading.Thread(target=ks.gateway.bulk.run, args=(job,), daemon=True)
     runner.start()
-    while runner.is_alive():
+    while True:
         runner.join(POLL_SECONDS)
-        say(_progress(ks.gateway.bulk.get(job.tenant_id, job.id)))
-    return ks.gateway.bulk.get(job.tenant_id, job.id)
+        ended = not runner.is_alive()  # before the read: the read then shows its end
+        job = ks.gateway.bulk.get(job.tenant_id, job.id)
+        say(_progress(job))
+        if ended:
+            return job
 
 
 @click.group("job", help="Bulk jobs: show one, or cancel it.")
