@@ -46,7 +46,9 @@ def test_three_processes_handle_each_record_once(pg_database):
         while not stop.is_set() and n < 5_000:  # bounded
             n += 1
             try:
-                ks.service.claim(tenant_id, Claim("live", f"k{n % 300}", None, 3600, 60,
+                # a lease that outlasts the run (its bound is 300 s): a slow run must not
+                # make these live claims stale, the reconciler's to handle as well
+                ks.service.claim(tenant_id, Claim("live", f"k{n % 300}", None, 3600, 900,
                                                   "reconcile"))
             except KeystoreError as exc:
                 if exc.status >= 500:
