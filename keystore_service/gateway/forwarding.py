@@ -130,7 +130,7 @@ class Forwarding:
         if ended:
             self.end_pauses()
         taken, sources, left, slot = self.events.take_due(holder, self.clock(), limit, ended)
-        return [Job(e, Source(*sources[e.source_id]), self.tenant_name(e.tenant_id))
+        return [Job(e, Source(*sources[e.destination_id]), self.tenant_name(e.tenant_id))
                 for e in taken], left, slot
 
     def end_pauses(self) -> int:
@@ -264,27 +264,27 @@ class Forwarding:
             self.events.unpark(steps, [job.event for job, *_ in plans if out.get(
                 job.event.id) not in (None, Outcome.RETRY)], now, tuple(
                 job.event for job, *_ in plans if out.get(job.event.id) is Outcome.RETRY))
-            last_error: dict[int, Optional[str]] = {}  # per source: its newest attempt's
-            pauses: dict[int, Micros] = {}
-            health: dict[int, Health] = {}
+            # per (destination, tenant): its newest attempt's error, pause, health
+            last_error: dict[tuple[int, int], Optional[str]] = {}
+            pauses: dict[tuple[int, int], Micros] = {}
+            health: dict[tuple[int, int], Health] = {}
             for job, result, outcome, _, after in plans:
                 if job.event.id in out and outcome not in UNSENT:  # it says nothing
-                    sid = job.source.id
-                    last_error[sid] = _reason(outcome, result)
+                    did = (job.source.destination_id, job.source.tenant_id)
+                    last_error[did] = _reason(outcome, result)
                     if rules.pauses_source(result.status, after):
-                        pauses[sid] = max(after, pauses.get(sid, after))
+                        pauses[did] = max(after, pauses.get(did, after))
                     self._health(health, job, outcome, result, now)
             # A rate's slot taken for an event that made no forward is given back.
-            unsent = Counter((job.source.id, job.source.tenant_id) for job, *_ in plans
-                             if out.get(job.event.id) in UNSENT and
+            unsent = Counter((job.source.destination_id, job.source.tenant_id)
+                             for job, *_ in plans if out.get(job.event.id) in UNSENT and
                              job.source.rate_interval_us is not None)
-            # The sources' rows last and in order, as take_due locks them (after its
+            # The destinations' rows last and in order, as take_due locks them (after its
             # events): two relays' transactions cannot wait on each other in a cycle.
-            back = {sid: (tid, n) for (sid, tid), n in unsent.items()}
-            steps.send([stmt for sid in sorted(set(last_error) | set(back)) for stmt in (
-                self.events.source_changes(sid, last_error[sid], now, pauses.get(sid),
-                                           health.get(sid)) if sid in last_error else [])
-                + ([self.sources.given_back(sid, *back[sid])] if sid in back else [])],
+            steps.send([stmt for did in sorted(set(last_error) | set(unsent)) for stmt in (
+                self.events.source_changes(*did, last_error[did], now, pauses.get(did),
+                                           health.get(did)) if did in last_error else [])
+                + ([self.sources.given_back(*did, unsent[did])] if did in unsent else [])],
                 last=True)
         if self.observed is not None:
             for job, result, *_ in plans:
@@ -303,18 +303,19 @@ class Forwarding:
                                   k.text, job.event.id, now, k.newer_than)
 
     @staticmethod
-    def _health(health: dict[int, Health], job: Job, outcome: Outcome, result: Result,
+    def _health(health: dict[tuple[int, int], Health], job: Job, outcome: Outcome,
+                result: Result,
                 now: Micros) -> None:
-        """What this attempt says of its source's destination, into `health` (by source):
-        a success ends a failing run (it wins over failures settled with it); a failure that
-        says the destination is down sets the next probe."""
-        sid = job.source.id
+        """What this attempt says of its source's destination, into `health` (by
+        destination): a success ends a failing run (it wins over failures settled with it);
+        a failure that says the destination is down sets the next probe."""
+        did = (job.source.destination_id, job.source.tenant_id)
         if outcome is Outcome.DELIVERED:
             if job.source.failing_since is not None:  # the statement checks the row again
-                health[sid] = Health(job.source.tenant_id,
+                health[did] = Health(job.source.tenant_id,
                                      since=now - RECOVERY_AFTER_SECONDS * SECOND)
-        elif _down(outcome, result) and (sid not in health or health[sid].probe_at):
-            health[sid] = Health(job.source.tenant_id,
+        elif _down(outcome, result) and (did not in health or health[did].probe_at):
+            health[did] = Health(job.source.tenant_id,
                                  probe_at=now + take.PROBE_SECONDS * SECOND)
 
     def _settled(self, holder: str, now: Micros, job: Job, result: Result, outcome: Outcome,

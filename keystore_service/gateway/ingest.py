@@ -174,7 +174,8 @@ class Ingest:
                  "received_at": now, "window_start": now, "next_attempt_at": now,
                  "attempts": 0, "lease_holder": None, "lease_until": None,
                  "delivered_at": None, "body_dropped_at": None, "event_type": event_type,
-                 "ordering_key": key, "ordering_mode": mode}
+                 "ordering_key": key, "ordering_mode": mode,
+                 "destination_id": source.destination_id}
         # The usual cases first: a new event id, or a plain repeat.
         if self.groups is not None:
             arrival = self.groups.submit(_key(values), (values, event))

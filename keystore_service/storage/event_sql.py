@@ -76,16 +76,16 @@ def claim_and_add_sql() -> Any:
 
 def health_sql(d: Any) -> tuple[Sql, Sql, Sql]:
     """Recovery (issue 27): a failed forward that says the destination is down marks the
-    source failing (since its first such failure) and sets its next probe; the success that
-    ends a failing run at least `since` long makes its waiting events due at once."""
-    sid, tid = bindparam("sid"), bindparam("tid")
-    first = (D.source_id == sid, D.tenant_id == tid, D.position == 0)
+    destination failing (since its first such failure) and sets its next probe; the success
+    that ends a failing run at least `since` long makes its waiting events due at once."""
+    did, tid = bindparam("did"), bindparam("tid")
+    first = (D.id == did, D.tenant_id == tid)
     failing = Sql(update(hook_destinations).where(*first).values(
         last_error=bindparam("error"), last_error_at=bindparam("now"),
         failing_since=func.coalesce(D.failing_since, bindparam("now")),
         probe_at=bindparam("probe_at")), d)
     recover = Sql(update(hook_events).where(
-        E.tenant_id == tid, E.source_id == sid, E.state == Q.QUEUED.value,
+        E.tenant_id == tid, E.destination_id == did, E.state == Q.QUEUED.value,
         E.next_attempt_at > bindparam("now"),
         select(D.id).where(*first, D.failing_since <= bindparam("since")).exists())
         .values(next_attempt_at=bindparam("now")), d)

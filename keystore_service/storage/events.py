@@ -16,17 +16,17 @@ from keystore_service.storage.bulk_sql import type_glob
 from keystore_service.storage.db import Database
 from keystore_service.storage.event_sql import claim_and_add_sql, health_sql, leased, settled_sql
 from keystore_service.storage.sql import Sql
-from keystore_service.storage.take import Take, next_slot
+from keystore_service.storage.take import DESTINATION, Take, next_slot
 from keystore_service.storage.route_tables import hook_destinations
 from keystore_service.storage.tables import hook_attempts, hook_events, hook_sources
 
 E, A, S, D = hook_events.c, hook_attempts.c, hook_sources.c, hook_destinations.c
-_FIRST = D.position == 0  # the source's destination (0020): the one a source has so far
 ATTEMPTS_SHOWN = 20  # per delivery in a listing: the newest; the count says how many more
 REDELIVERABLE = (Q.DELIVERED.value, Q.FAILED.value, Q.FILTERED.value,  # settled states
                  Q.SUPERSEDED.value)
 UNSENT = (Q.FILTERED.value, Q.SUPERSEDED.value)  # settled without a forward
-_OWN = ("id", "tenant_id", "source_id", "record_id", "event_id")  # what a reset keeps
+_OWN = ("id", "tenant_id", "source_id", "record_id", "event_id",  # what a reset keeps
+        "destination_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +50,7 @@ class Event:
     event_type: Optional[str] = None  # the provider's name for it (0013), None if it has none
     ordering_key: Optional[str] = None  # its key under an ordered destination (0018), or None
     ordering_mode: Optional[str] = None  # the OrderingMode it is held under (0019), or None
+    destination_id: int = 0  # the source's destination it goes to (0021)
 
 
 # An ordered destination's queued event waits on the earliest event of its key that holds it
@@ -57,7 +58,8 @@ class Event:
 # and due); its event id, or null.
 _O = hook_events.alias("o")
 _WAITING_ON = case((and_(E.state == Q.QUEUED.value, E.ordering_key.is_not(None)), select(
-    _O.c.event_id).where(_O.c.tenant_id == E.tenant_id, _O.c.source_id == E.source_id,
+    _O.c.event_id).where(_O.c.tenant_id == E.tenant_id,
+                         _O.c.destination_id == E.destination_id,
                          _O.c.ordering_key == E.ordering_key,
                          or_(_O.c.state == Q.DELIVERING.value,
                              and_(_O.c.state == Q.QUEUED.value, _O.c.id < E.id,
@@ -73,7 +75,7 @@ _K = hook_events.alias("k")
 
 
 def _unpark(parked_only: bool) -> Any:
-    first = [_K.c.tenant_id == bindparam("tid"), _K.c.source_id == bindparam("sid"),
+    first = [_K.c.tenant_id == bindparam("tid"), _K.c.destination_id == bindparam("did"),
              _K.c.ordering_key == bindparam("key"), _K.c.state == Q.QUEUED.value]
     if parked_only:
         first.append(_K.c.next_attempt_at.is_(None))
@@ -138,18 +140,17 @@ class HookStore:
         if not db.sqlite:
             self._settled = Sql(settled_sql(ended=False), d)
             self._settled_ended = Sql(settled_sql(ended=True), d)
-        self._error = Sql(update(hook_destinations).where(
-            D.source_id == bindparam("sid"), _FIRST).values(
+        did, tid = bindparam("did"), bindparam("tid")
+        self._error = Sql(update(hook_destinations).where(D.id == did, D.tenant_id == tid).values(
             last_error=bindparam("error"), last_error_at=bindparam("now")), d)
         # A success clears the source's last error, and touches its row only if it has one:
         # every forward's settle wrote this one row before, so concurrent settles queued on
         # its lock, each for its commit's flush (measured: bench/NOTES.md, "The gateway").
         self._error_cleared = Sql(update(hook_destinations).where(
-            D.source_id == bindparam("sid"), _FIRST, D.last_error.is_not(None)).values(
+            D.id == did, D.tenant_id == tid, D.last_error.is_not(None)).values(
             last_error=null(), last_error_at=null()), d)
         self._failing, self._recover, self._recovered = health_sql(d)
-        self._pause = Sql(update(hook_destinations).where(
-            D.source_id == bindparam("sid"), _FIRST).values(
+        self._pause = Sql(update(hook_destinations).where(D.id == did, D.tenant_id == tid).values(
             paused_until=func.max(func.coalesce(D.paused_until, 0), bindparam("until"))
             if db.sqlite else func.greatest(func.coalesce(D.paused_until, 0),
                                             bindparam("until"))), d)
@@ -219,7 +220,7 @@ class HookStore:
         rate held some back has room again (None: no rate held any; take.next_slot)."""
         with self.db.steps() as steps:
             sources, leased, found = self._take.run(steps, holder, now, limit, ended)
-        return ([Event(*row) for row in leased], {row[0]: row for row in sources},
+        return ([Event(*row) for row in leased], {row[DESTINATION]: row for row in sources},
                 len(leased) < len(found), next_slot(sources, found, leased, now))
 
     def settle(self, cur: Any, event: Event, holder: str, state: str, now: Micros,
@@ -262,14 +263,14 @@ class HookStore:
         one waiting for its retry holds none), also after the newer_wins events of `retried`
         went back to wait. Keys in order, so two relays' row locks cannot cross."""
         newer = OrderingMode.NEWER_WINS.value
-        keys = sorted({(e.tenant_id, e.source_id, e.ordering_key, e.ordering_mode == newer)
-                       for e in settled if e.ordering_key} | {
-            (e.tenant_id, e.source_id, e.ordering_key, True) for e in retried
+        keys = sorted({(e.tenant_id, e.destination_id, e.ordering_key,
+                        e.ordering_mode == newer) for e in settled if e.ordering_key} | {
+            (e.tenant_id, e.destination_id, e.ordering_key, True) for e in retried
             if e.ordering_key and e.ordering_mode == newer})
         if keys:
-            steps.send([(self._unpark[parked], {"tid": tid, "sid": sid, "key": key,
+            steps.send([(self._unpark[parked], {"tid": tid, "did": did, "key": key,
                                                 "now": now})
-                        for tid, sid, key, parked in keys])
+                        for tid, did, key, parked in keys])
 
     def record_attempt(self, cur: Any, event: Event, now: Micros, duration_ms: int,
                        status: Optional[int], error: Optional[str], answer: str) -> None:
@@ -277,23 +278,24 @@ class HookStore:
                                 "duration_ms": duration_ms, "status_code": status,
                                 "error": error, "answer": answer})
 
-    def source_changes(self, source_id: int, error: Optional[str], now: Micros,
-                       pause_until: Optional[Micros], health: Optional[Health] = None
-                       ) -> list[tuple[Sql, dict]]:
-        """The source's last error after an attempt (None: cleared, and its row touched
+    def source_changes(self, destination_id: int, tenant_id: int, error: Optional[str],
+                       now: Micros, pause_until: Optional[Micros],
+                       health: Optional[Health] = None) -> list[tuple[Sql, dict]]:
+        """The destination's last error after an attempt (None: cleared, and its row touched
         only if it has one), its failing run and probe or its recovery (`health`), and its
         pause (a 429/503 with Retry-After), as statements to send (Database.steps)."""
-        out = [(self._error_cleared, {"sid": source_id}) if error is None else
-               (self._error, {"sid": source_id, "error": error, "now": now})]
+        ids = {"did": destination_id, "tid": tenant_id}
+        out = [(self._error_cleared, ids) if error is None else
+               (self._error, {**ids, "error": error, "now": now})]
         if health is not None:
-            params = {"sid": source_id, "tid": health.tenant_id, "now": now,
-                      "error": error, "probe_at": health.probe_at, "since": health.since}
+            params = {**ids, "now": now, "error": error, "probe_at": health.probe_at,
+                      "since": health.since}
             if health.probe_at is not None:  # the destination fails
                 out = [(self._failing, params)]
             else:  # recovered: the events first, then the source's row (the take's order)
                 out = [(self._recover, params), (self._recovered, params), *out]
         if pause_until is not None:
-            out.append((self._pause, {"sid": source_id, "until": pause_until}))
+            out.append((self._pause, {**ids, "until": pause_until}))
         return out
 
     def redeliver(self, cur: Any, event: Event, now: Micros) -> Optional[Event]:

@@ -57,6 +57,8 @@ class Source:
     # migration 0016: the destination's rate for the take's GCRA (null: none), and its debt
     rate_interval_us: Optional[int] = None
     rate_tat: Optional[Micros] = None
+    # migration 0021: the destination this row sees the source through (its events' own)
+    destination_id: int = 0
 
     @property
     def options(self) -> dict:
@@ -100,7 +102,7 @@ OF_DESTINATION = {"destination_url": "url", "timeout_seconds": "timeout_seconds"
                   "operator_paused_until": "operator_paused_until",
                   "pause_reason": "pause_reason", "failing_since": "failing_since",
                   "probe_at": "probe_at", "rate_interval_us": "rate_interval_us",
-                  "rate_tat": "rate_tat"}
+                  "rate_tat": "rate_tat", "destination_id": "id"}
 SOURCE_COLUMNS = [D[OF_DESTINATION[f.name]].label(f.name) if f.name in OF_DESTINATION
                   else S[f.name] for f in fields(Source)]
 # a source and its first destination (the take's SQL spells the same in text: storage/take.py)
@@ -150,7 +152,7 @@ class SourceStore:
             .values(next_attempt_at=bindparam("now")), d)
         # a rate's slots taken for events that made no forward (filtered, superseded)
         self._given_back = Sql(update(hook_destinations).where(
-            D.source_id == bindparam("sid"), D.tenant_id == bindparam("tid"), D.position == 0,
+            D.id == bindparam("did"), D.tenant_id == bindparam("tid"),
             D.rate_tat.is_not(None), D.rate_interval_us.is_not(None)).values(
             rate_tat=D.rate_tat - D.rate_interval_us * bindparam("n")), d)
         self._state = Sql(update(hook_sources).where(S.id == bindparam("sid")).values(
@@ -170,7 +172,8 @@ class SourceStore:
                                      if c.name != "id"})
         self._add_destination.run(cur, {
             "tenant_id": given["tenant_id"], "source_id": sid, "name": "default", "position": 0,
-            **{column: given[name] for name, column in OF_DESTINATION.items()}})
+            **{column: given[name] for name, column in OF_DESTINATION.items()
+               if column != "id"}})
         return Source(*self._by_id.one(cur, {"id": sid}))
 
     def named(self, tenant_id: int, name: str, cur: Any = None) -> Optional[Source]:
@@ -252,10 +255,10 @@ class SourceStore:
         self._p.retry_all.run(cur, params)
         return self._p.due.one(cur, params)[0]
 
-    def given_back(self, source_id: int, tenant_id: int, n: int) -> tuple[Sql, dict]:
+    def given_back(self, destination_id: int, tenant_id: int, n: int) -> tuple[Sql, dict]:
         """The statement that gives back the rate's slots of n events that took one in the
-        take and made no forward (Database.steps): the source's GCRA goes back n slots."""
-        return self._given_back, {"sid": source_id, "tid": tenant_id, "n": n}
+        take and made no forward (Database.steps): the destination's GCRA goes back n."""
+        return self._given_back, {"did": destination_id, "tid": tenant_id, "n": n}
 
     def set_state(self, cur: Any, source: Source, state: str, now: Micros) -> None:
         self._state.run(cur, {"sid": source.id, "state": state, "now": now})

@@ -329,12 +329,15 @@ hook_events = Table(
     # null, and the mode it was accepted under (0019: OrderingMode's value; storage/take.py).
     Column("ordering_key", String(71), nullable=True),
     Column("ordering_mode", String(10), nullable=True),
+    # The source's destination it goes to (0021): the take, the rate, a pause and the order
+    # per key are the destination's.
+    Column("destination_id", Integer, ForeignKey("hook_destinations.id"), nullable=False),
     # The same text as migration 0007's: the stored strings of domain/deliveries.py.
     CheckConstraint("state IN (" + ", ".join(f"'{s.value}'" for s in DeliveryState) + ")",
                     name="state"),
     CheckConstraint(f"state <> '{DeliveryState.DELIVERING.value}' OR lease_until IS NOT NULL",
                     name="lease"),
-    Index(None, "source_id", "state", "next_attempt_at"),  # a source's due events (take)
+    Index(None, "destination_id", "state", "next_attempt_at"),  # a destination's due (take)
     Index(None, "source_id", "state", "received_at"),  # a source's oldest queued (0011)
     Index(None, "tenant_id", "received_at"),
     Index(None, "source_id", "event_type", "received_at"),  # filters by type (0013)
@@ -342,7 +345,7 @@ hook_events = Table(
     # but held) or to let go (parked: next_attempt_at null); only the events with a key
     *(Index(name, *columns, postgresql_where=text(where), sqlite_where=text(where))
       for name, columns, where in (
-          ("ix_hook_events_serial", ("source_id", "ordering_key", "state", "id"),
+          ("ix_hook_events_serial", ("destination_id", "ordering_key", "state", "id"),
            "ordering_key IS NOT NULL"),
           ("ix_hook_events_keyed", ("next_attempt_at", "id"),
            f"ordering_key IS NOT NULL AND state = '{DeliveryState.QUEUED.value}'"))),

@@ -8,6 +8,13 @@ chosen interleave by tenant first, then by source, starting with the tenant and 
 a take served longest ago (`hook_destinations.last_taken_at`, written by the take). So one
 source's backlog, however old, never keeps another source's event waiting behind it.
 
+Since migration 0021 each event goes to one destination of its source (its
+`destination_id`), and everything said here of a source is said of each destination: the
+room, the pauses, the rate, the probe and the order per key are the destination's row's, and
+the turns are taken by destination (a source with several has a turn for each). The
+candidates' and the locked rows' "source id" is the destination's id; a locked row is the
+source seen through that destination (storage/sources.Source, its destination_id).
+
 Two round trips on PostgreSQL, as before (bench/NOTES.md, "The gateway"): the
 candidates (per source, an index scan of its own due events that stops at its room, rows
 locked SKIP LOCKED), then the sources' rows locked, the choice and the lease with the
@@ -75,7 +82,7 @@ PROBE_SECONDS = 30
 # The two states the take reads and writes, as SQL literals of their stored strings.
 _QUEUED, _DELIVERING = (f"'{s.value}'" for s in (DeliveryState.QUEUED, DeliveryState.DELIVERING))
 
-_IN_FLIGHT = f"""(SELECT count(*) FROM hook_events d WHERE d.source_id = s.source_id
+_IN_FLIGHT = f"""(SELECT count(*) FROM hook_events d WHERE d.destination_id = s.id
                    AND d.state = {_DELIVERING} AND d.lease_until > :now)"""
 _HELD_OFF = "(s.paused_until IS NOT NULL AND s.paused_until > :now)"  # by the destination
 _PAUSED = (f"({_HELD_OFF} OR (s.operator_paused_at IS NOT NULL AND "
@@ -93,7 +100,7 @@ def _first_of_key(e: str) -> str:
     forwarded and none accepted before it is queued (newer_wins: and due). Two looks, each a range of
     ix_hook_events_serial (source, key, state[, below id]) that never reads the key's
     settled history (one look with an OR read all of the key's events, history too)."""
-    same = (f"SELECT 1 FROM hook_events k WHERE k.source_id = {e}.source_id AND "
+    same = (f"SELECT 1 FROM hook_events k WHERE k.destination_id = {e}.destination_id AND "
             f"k.ordering_key = {e}.ordering_key AND k.state = ")
     return (f"({e}.ordering_key IS NULL OR (NOT EXISTS ({same}{_DELIVERING}) AND "
             f"NOT EXISTS ({same}{_QUEUED} AND k.id < {e}.id AND ({e}.ordering_mode = "
@@ -128,7 +135,7 @@ def _window(batch: int) -> str:
 
 def _unpark(skip: str, batch: int) -> str:
     return (f"UPDATE hook_events SET next_attempt_at = :now WHERE id IN (SELECT e.id FROM "
-            f"(SELECT p.id, p.source_id, p.ordering_key, p.ordering_mode {_parked(batch)}"
+            f"(SELECT p.id, p.destination_id, p.ordering_key, p.ordering_mode {_parked(batch)}"
             f"{skip}) e WHERE {_FIRST_OF_KEY})")
 # Per kind: the condition on an event of source s, its order, and the condition on s.
 _KINDS = {
@@ -158,13 +165,13 @@ def _candidates_pg(kind: int) -> str:
     limit = _LIMITS[kind][0] if kind in _LIMITS else \
         f"LEAST(:n, GREATEST(0, s.max_in_flight - {_IN_FLIGHT}), GREATEST(0, {_RATE_ROOM}))"
     return f"""
-        SELECT f.id, s.source_id, {kind}, f.ord FROM hook_destinations s
+        SELECT f.id, s.id, {kind}, f.ord FROM hook_destinations s
         CROSS JOIN LATERAL (
             SELECT e.id, {order} AS ord FROM hook_events e
-            WHERE e.source_id = s.source_id AND {where}
+            WHERE e.destination_id = s.id AND {where}
             ORDER BY {order}, e.id LIMIT {limit} + 1
             FOR UPDATE OF e SKIP LOCKED) f
-        WHERE s.position = 0 AND {of_source}"""
+        WHERE {of_source}"""
 
 
 def _candidates_sqlite(kind: int) -> str:
@@ -172,18 +179,21 @@ def _candidates_sqlite(kind: int) -> str:
     outer column): up to :n of each source; the lease then keeps each source's room."""
     where, order, of_source = _KINDS[kind]
     return f"""
-        SELECT e.id, e.source_id, {kind}, {order} FROM hook_destinations s
+        SELECT e.id, e.destination_id, {kind}, {order} FROM hook_destinations s
         JOIN hook_events e ON e.id IN (
-            SELECT e.id FROM hook_events e WHERE e.source_id = s.source_id AND {where}
+            SELECT e.id FROM hook_events e WHERE e.destination_id = s.id AND {where}
             ORDER BY {order}, e.id LIMIT {_LIMITS.get(kind, (0, ":n"))[1]})
-        WHERE s.position = 0 AND {of_source}"""
+        WHERE {of_source}"""
 
 
-# A source's row as storage/sources.py reads it: with its first destination's columns (0020).
+# A source's row as storage/sources.py reads it, seen through the destination taken (0021).
 _SOURCE_COLUMNS = ", ".join(f"d.{OF_DESTINATION[f.name]}" if f.name in OF_DESTINATION
                             else f"s.{f.name}" for f in fields(Source))
 _WITH_DESTINATION = ("hook_sources s JOIN hook_destinations d ON d.source_id = s.id AND "
-                     "d.tenant_id = s.tenant_id AND d.position = 0")
+                     "d.tenant_id = s.tenant_id")
+# where the destination's id is in an event's row and in a source's
+_EVENT_DESTINATION = [c.name for c in hook_events.c].index("destination_id")
+DESTINATION = [f.name for f in fields(Source)].index("destination_id")
 _EVENT_COLUMNS = ", ".join(c.name for c in hook_events.c)
 # The choice, after the sources' rows are locked (a statement of its own before it, so the
 # count in flight sees every other relay's committed take): per source its first `room`
@@ -195,17 +205,17 @@ _EVENT_COLUMNS = ", ".join(c.name for c in hook_events.c)
 # the other relay forwards that one first, so a rate's backlog goes in acceptance order.
 # Not for sources without a rate, whose events several relays forward side by side; nor for
 # an older one that its serial key holds (it is no candidate of any take).
-_OLDER = (f"SELECT 1 FROM hook_events o WHERE o.source_id = c.sid AND o.state = {_QUEUED} "
+_OLDER = (f"SELECT 1 FROM hook_events o WHERE o.destination_id = c.sid AND o.state = {_QUEUED} "
           "AND o.next_attempt_at <= :now AND (o.next_attempt_at < c.ord OR "
           "(o.next_attempt_at = c.ord AND o.id < c.id)) AND o.id NOT IN (SELECT id FROM c) "
           f"AND {_first_of_key('o')}")
 _LEASE = f"""
     WITH c AS ({{candidates}}),
     src AS (
-        SELECT s.source_id AS sid, s.tenant_id AS tid, COALESCE(s.last_taken_at, 0) AS last,
+        SELECT s.id AS sid, s.tenant_id AS tid, COALESCE(s.last_taken_at, 0) AS last,
                {_PAUSED} AS paused, s.max_in_flight - {_IN_FLIGHT} AS slots,
                {_RATE_ROOM} AS paced, s.rate_interval_us IS NOT NULL AS rated
-        FROM hook_destinations s WHERE s.position = 0 AND s.source_id IN (SELECT sid FROM c)),
+        FROM hook_destinations s WHERE s.id IN (SELECT sid FROM c)),
     fit AS (
         SELECT c.id, c.sid, c.kind, src.tid, src.last,
                CASE WHEN src.paused OR src.paced >= src.slots THEN src.slots
@@ -222,7 +232,7 @@ _LEASE = f"""
     UPDATE hook_events SET state = {_DELIVERING}, attempts = attempts + 1,
         lease_holder = :holder,
         lease_until = :now + ((SELECT timeout_seconds FROM hook_destinations s
-                               WHERE s.source_id = hook_events.source_id AND s.position = 0)
+                               WHERE s.id = hook_events.destination_id)
                               + {LEASE_MARGIN_SECONDS}) * {SECOND}
     WHERE id {{chosen}}
     RETURNING {{returning}}"""
@@ -231,10 +241,10 @@ _LEASE = f"""
 _TOUCH = ("UPDATE hook_destinations SET last_taken_at = :now, probe_at = CASE WHEN probe_at <= "
           ":now THEN :probe_at ELSE probe_at END, rate_tat = CASE WHEN rate_interval_us IS "
           "NULL THEN NULL ELSE (CASE WHEN rate_tat > :now THEN rate_tat ELSE :now END) + "
-          "rate_interval_us * {forwards} END WHERE position = 0 AND source_id {sids}")
+          "rate_interval_us * {forwards} END WHERE id {sids}")
 _PG = {
     "sources": f"SELECT {_SOURCE_COLUMNS} FROM {_WITH_DESTINATION} "
-               "WHERE s.id = ANY(CAST(:sids AS integer[])) ORDER BY s.id FOR NO KEY UPDATE OF d",
+               "WHERE d.id = ANY(CAST(:sids AS integer[])) ORDER BY d.id FOR NO KEY UPDATE OF d",
     # The candidates come as JSON [[event id, source id, kind, order], ...].
     "lease": _LEASE.format(
         candidates="SELECT CAST(x->>0 AS bigint) AS id, CAST(x->>1 AS integer) AS sid, "
@@ -244,14 +254,14 @@ _PG = {
         touch=",\n    touched AS (" + _TOUCH.format(
             sids="IN (SELECT sid FROM chosen)",
             forwards=f"(SELECT count(*) FROM chosen WHERE chosen.sid = "
-                     f"hook_destinations.source_id "
+                     f"hook_destinations.id "
                      f"AND chosen.kind <> {ENDED})") + ")",
         chosen="= ANY(ARRAY(SELECT id FROM chosen))",  # the primary key, whatever the stats
         returning=_EVENT_COLUMNS),
 }
 _SQLITE = {
     "sources": f"SELECT {_SOURCE_COLUMNS} FROM {_WITH_DESTINATION} "
-               "WHERE s.id IN (SELECT value FROM json_each(:sids)) ORDER BY s.id",
+               "WHERE d.id IN (SELECT value FROM json_each(:sids)) ORDER BY d.id",
     "lease": _LEASE.format(
         candidates="SELECT json_extract(value, '$[0]') AS id, "
                    "json_extract(value, '$[1]') AS sid, json_extract(value, '$[2]') AS kind, "
@@ -260,7 +270,7 @@ _SQLITE = {
     # :forwards: a source id for each event leased to be forwarded
     "touch": _TOUCH.format(sids="IN (SELECT value FROM json_each(:sids))",
                            forwards="(SELECT count(*) FROM json_each(:forwards) "
-                                    "WHERE value = hook_destinations.source_id)"),
+                                    "WHERE value = hook_destinations.id)"),
 }
 
 
@@ -318,9 +328,9 @@ class Take:
             sources, leased = steps.send([locked, lease], last=True)
         else:
             sources, leased = steps.send([locked, lease])
-            served = sorted({row[2] for row in leased})  # hook_events' source_id
+            served = sorted({row[_EVENT_DESTINATION] for row in leased})
             kind_of = {row[0]: row[2] for row in candidates}
-            forwards = [row[2] for row in leased if kind_of[row[0]] != ENDED]
+            forwards = [row[_EVENT_DESTINATION] for row in leased if kind_of[row[0]] != ENDED]
             steps.send([(self.touch, {"now": now, "sids": json.dumps(served),
                                       "forwards": json.dumps(forwards),
                                       "probe_at": probe_at})], last=True)
@@ -338,10 +348,10 @@ def burst(interval: int) -> int:
 
 def next_slot(sources: list[tuple], candidates: list[list], leased: list[tuple], now: int
               ) -> Optional[int]:
-    """When the earliest source whose rate held back some of its candidates in this take has
-    room again; None when no rate held any (the limit or max_in_flight did, or nothing was
-    left). Mirrors the lease's SQL: the source's new arrival time less its burst's tolerance,
-    which is after `now`."""
+    """When the earliest destination whose rate held back some of its candidates in this take
+    has room again; None when no rate held any (the limit or max_in_flight did, or nothing
+    was left). Mirrors the lease's SQL: the destination's new arrival time less its burst's
+    tolerance, which is after `now`."""
     kind_of = {row[0]: row[2] for row in candidates}
     offered: dict[int, int] = {}
     for _, sid, kind, _ in candidates:
@@ -350,11 +360,11 @@ def next_slot(sources: list[tuple], candidates: list[list], leased: list[tuple],
     taken: dict[int, int] = {}
     for row in leased:
         if kind_of[row[0]] != ENDED:
-            taken[row[2]] = taken.get(row[2], 0) + 1
+            taken[row[_EVENT_DESTINATION]] = taken.get(row[_EVENT_DESTINATION], 0) + 1
     slots = []
     for row in sources:
-        interval, k = row[_INTERVAL], taken.get(row[0], 0)
-        if interval is None or k >= offered.get(row[0], 0):
+        interval, k = row[_INTERVAL], taken.get(row[DESTINATION], 0)
+        if interval is None or k >= offered.get(row[DESTINATION], 0):
             continue
         tat = max(row[_TAT] or now, now)
         debt_slots = -(-(tat - now) // interval)  # rounded up, as the SQL's

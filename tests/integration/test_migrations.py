@@ -147,8 +147,8 @@ def _add_source(conn, sid: int, name: str, config: str, **destination) -> None:
         id=sid, tenant_id=1, name=name, provider="generic", ingest_hash=f"h{sid}", sealed="x",
         config=config, ttl_seconds=999999, retry_window_seconds=3600, keep_body_seconds=0,
         state="active", created_at=0, updated_at=0))
-    conn.execute(insert(hook_destinations).values(
-        tenant_id=1, source_id=sid, name="default", position=0, url="http://127.0.0.1/",
+    conn.execute(insert(hook_destinations).values(  # its id the source's: events name it
+        id=sid, tenant_id=1, source_id=sid, name="default", position=0, url="http://127.0.0.1/",
         timeout_seconds=10, max_in_flight=4, **destination))
 
 
@@ -156,13 +156,14 @@ def test_0015_lets_an_event_be_filtered_and_its_downgrade_makes_it_delivered(own
     """0015 up and down with rows on both backends: `filtered` is a state at 0015 only (a
     downgrade makes each filtered event delivered, delivered_at still null), the other
     events and their attempts stay, and a state neither knows is refused at both."""
-    from sqlalchemy import select, update
+    from sqlalchemy import inspect, select, update
 
     from keystore_service.storage.tables import hook_attempts, hook_events, hook_sources
     engine = create_engine(normalise_url(own_url))
 
     def event(n: int, state: str, **over) -> dict:
-        return {"tenant_id": 1, "source_id": 1, "record_id": n, "event_id": f"e{n}",
+        return {"tenant_id": 1, "source_id": 1, "destination_id": 1, "record_id": n,
+                "event_id": f"e{n}",
                 "state": state, "headers": "[]", "received_at": n, "window_start": n,
                 "attempts": 1, **over}
     with engine.begin() as conn:
@@ -178,9 +179,11 @@ def test_0015_lets_an_event_be_filtered_and_its_downgrade_makes_it_delivered(own
 
     def refused(state: str) -> bool:
         e = create_engine(normalise_url(own_url))
+        at_0021 = "destination_id" in {c["name"] for c in inspect(e).get_columns("hook_events")}
+        given = {k: v for k, v in event(3, state).items() if at_0021 or k != "destination_id"}
         try:
             with e.begin() as conn:
-                conn.execute(insert(hook_events).values(event(3, state)))
+                conn.execute(insert(hook_events).values(given))
             with e.begin() as conn:  # it went in: take it out again
                 conn.execute(hook_events.delete().where(hook_events.c.event_id == "e3"))
             return False
@@ -280,8 +283,8 @@ def test_0017_adds_superseded_and_the_versions_and_its_downgrade_undoes_them(own
         for n, state in ((1, "superseded"), (2, "delivered")):
             conn.execute(insert(records).values(row(scope="hook:s", key=f"e{n}", id=n)))
             conn.execute(insert(hook_events).values(
-                tenant_id=1, source_id=1, record_id=n, event_id=f"e{n}", state=state,
-                headers="[]", received_at=n, window_start=n, attempts=n - 1, body=b"{}",
+                tenant_id=1, source_id=1, destination_id=1, record_id=n, event_id=f"e{n}",
+                state=state, headers="[]", received_at=n, window_start=n, attempts=n - 1, body=b"{}",
                 delivered_at=5 if n == 2 else None))
         conn.execute(insert(hook_attempts).values(event_pk=2, number=1, at=5, duration_ms=3,
                                                   status_code=200))
@@ -346,7 +349,8 @@ def test_0018_keeps_a_serial_key_and_its_downgrade_drops_the_serial_ordering(own
             _add_source(conn, sid, f"s{sid}", json.dumps({"forward": {"ordering": ordering}}))
             conn.execute(insert(records).values(row(scope=f"hook:s{sid}", key="e", id=sid)))
             conn.execute(insert(hook_events).values(
-                tenant_id=1, source_id=sid, record_id=sid, event_id="e", state="queued",
+                tenant_id=1, source_id=sid, destination_id=sid, record_id=sid, event_id="e",
+                state="queued",
                 headers="[]", received_at=sid, window_start=1, attempts=0, body=b"{}",
                 next_attempt_at=None if sid == 1 else 7,  # the first one parked
                 ordering_key="sha256:" + "b" * 64 if sid == 1 else None))
@@ -391,7 +395,8 @@ def test_0019_keeps_the_mode_of_a_key_and_its_downgrade_forgets_newer_wins_keys(
         for n, mode in enumerate(("serial", "newer_wins", "newer_wins"), start=1):
             conn.execute(insert(records).values(row(scope="hook:s", key=f"e{n}", id=n)))
             conn.execute(insert(hook_events).values(
-                tenant_id=1, source_id=1, record_id=n, event_id=f"e{n}", state="queued",
+                tenant_id=1, source_id=1, destination_id=1, record_id=n, event_id=f"e{n}",
+                state="queued",
                 headers="[]", received_at=10 * n, window_start=1, attempts=0, body=b"{}",
                 next_attempt_at=None if n == 3 else 7, ordering_key=key, ordering_mode=mode))
     engine.dispose()
@@ -462,3 +467,56 @@ def test_0020_moves_each_sources_destination_to_a_row_and_its_downgrade_moves_it
     e.dispose()
     assert [nullable[c] for c in moved[:3]] == [False] * 3 and nullable["paused_until"]
     _to(own_url, "0020_destinations")
+
+
+def test_0021_gives_each_event_its_sources_first_destination_and_its_downgrade_drops_it(
+        own_url):
+    """0021 up and down with rows on both backends: at 0020 an event names only its source;
+    at 0021 it goes to its source's destination at position 0 (not another one the source
+    has), which it must name; a downgrade drops the column and keeps the events."""
+    from sqlalchemy import inspect, text
+    _to(own_url, "0020_destinations", down=True)
+    engine = create_engine(normalise_url(own_url))
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO tenants (id, name, created_at) VALUES (1, 't', 0)"))
+        for sid in (1, 2):
+            conn.execute(text(
+                "INSERT INTO hook_sources (id, tenant_id, name, provider, ingest_hash, sealed, "
+                "config, ttl_seconds, retry_window_seconds, keep_body_seconds, state, "
+                "created_at, updated_at) VALUES (:id, 1, :name, 'generic', :h, 'x', '{}', "
+                "999999, 3600, 0, 'active', 0, 0)"), {"id": sid, "name": f"s{sid}",
+                                                      "h": f"h{sid}"})
+        # source 1's destination at position 0 is made after one at position 1
+        for did, sid, position in ((7, 1, 1), (8, 1, 0), (9, 2, 0)):
+            conn.execute(text(
+                "INSERT INTO hook_destinations (id, tenant_id, source_id, name, position, url, "
+                "timeout_seconds, max_in_flight) VALUES (:d, 1, :s, :n, :p, "
+                "'http://127.0.0.1/', 10, 4)"), {"d": did, "s": sid, "n": f"d{did}",
+                                                 "p": position})
+        for n, sid in ((1, 1), (2, 2), (3, 1)):
+            conn.execute(insert(records).values(row(scope=f"hook:s{sid}", key=f"e{n}", id=n)))
+            conn.execute(text(
+                "INSERT INTO hook_events (id, tenant_id, source_id, record_id, event_id, state, "
+                "headers, received_at, window_start, attempts) VALUES (:n, 1, :s, :n, :e, "
+                "'queued', '[]', :n, :n, 0)"), {"n": n, "s": sid, "e": f"e{n}"})
+    engine.dispose()
+
+    def rows() -> list:
+        e = create_engine(normalise_url(own_url))
+        with e.connect() as conn:
+            columns = {c["name"] for c in inspect(e).get_columns("hook_events")}
+            chosen = "destination_id" if "destination_id" in columns else "NULL"
+            found = [tuple(r) for r in conn.execute(text(
+                f"SELECT id, source_id, event_id, {chosen} FROM hook_events ORDER BY id"))]
+        e.dispose()
+        return found
+    _to(own_url, "0021_event_destinations")
+    assert rows() == [(1, 1, "e1", 8), (2, 2, "e2", 9), (3, 1, "e3", 8)]
+    e = create_engine(normalise_url(own_url))
+    with pytest.raises(IntegrityError), e.begin() as conn:
+        conn.execute(text("UPDATE hook_events SET destination_id = NULL WHERE id = 1"))
+    e.dispose()
+    _to(own_url, "0020_destinations", down=True)
+    assert rows() == [(1, 1, "e1", None), (2, 2, "e2", None), (3, 1, "e3", None)]
+    _to(own_url, "0021_event_destinations")
+    assert rows() == [(1, 1, "e1", 8), (2, 2, "e2", 9), (3, 1, "e3", 8)]

@@ -98,9 +98,7 @@ GAPS = {
     "HookStore._by_id": "hook_events.id", "HookStore._of_record": "hook_events.record_id",
     "HookStore._settle": "hook_events.id", "HookStore._settled": "hook_events.id",
     "HookStore._settled_ended": "hook_events.id", "HookStore._redeliver": "hook_events.id",
-    "HookStore._reset": "hook_events.id", "HookStore._error": "hook_destinations.source_id",
-    "HookStore._error_cleared": "hook_destinations.source_id",
-    "HookStore._pause": "hook_destinations.source_id",
+    "HookStore._reset": "hook_events.id",
     "SourceStore._by_id": "hook_sources.id", "SourceStore._state": "hook_sources.id",
     "SourceStore._waited": "hook_events.source_id",
 }

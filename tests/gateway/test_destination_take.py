@@ -1,0 +1,101 @@
+"""The take per destination (issue 29, "Routing: several destinations"; migration 0021), on
+both backends with the test clock: each event goes to one destination of its source, and
+what v1.1 reckons per source (a pause, max_in_flight, the rate, the order per key, the last
+error) is the destination's, so a held destination never holds another of its source.
+
+The API gives a source one destination so far; here a second one is a row made beside it and
+some of the source's events are moved to it, the state that several destinations will make.
+"""
+from __future__ import annotations
+
+import json
+
+from sqlalchemy import insert, select, update
+
+from keystore_service.domain.records import SECOND
+from keystore_service.storage.route_tables import hook_destinations
+from keystore_service.storage.tables import hook_events
+
+from .support import HOLDER, Sink, create_source, deliver, pump
+
+D, E = hook_destinations.c, hook_events.c
+
+
+def _two(gw, gw_app, first_url: str, second_url: str, n: int, **given) -> tuple[int, int]:
+    """A source with events e1..en, the odd ones for its destination (with `given`) and the
+    even ones for a second destination at `second_url`; the two destinations' ids."""
+    made = create_source(gw, gw.token, first_url, max_in_flight=100,
+                         destination={"url": first_url, **given})
+    for i in range(1, n + 1):
+        status, answer, _ = deliver(gw, made, json.dumps({"id": f"e{i}", "k": "same"}).encode(),
+                                    event_id=f"e{i}")
+        assert status == 202, answer
+    engine = gw_app.extensions["keystore"].database.engine
+    with engine.begin() as conn:
+        first, tid, sid, limit, timeout = conn.execute(select(
+            D.id, D.tenant_id, D.source_id, D.max_in_flight, D.timeout_seconds)).one()
+        second = conn.execute(insert(hook_destinations).values(
+            tenant_id=tid, source_id=sid, name="second", position=1, url=second_url,
+            timeout_seconds=timeout, max_in_flight=limit).returning(D.id)).scalar_one()
+        conn.execute(update(hook_events).where(E.event_id.in_(
+            [f"e{i}" for i in range(2, n + 1, 2)])).values(destination_id=second))
+    return first, second
+
+
+def _change(gw_app, destination: int, **values) -> None:
+    with gw_app.extensions["keystore"].database.engine.begin() as conn:
+        conn.execute(update(hook_destinations).where(D.id == destination).values(**values))
+
+
+def _taken(forwarding, limit=100) -> list[tuple[str, str]]:
+    return sorted((j.event.event_id, j.source.destination_url)
+                  for j in forwarding.take(HOLDER, limit))
+
+
+def test_each_event_goes_to_its_own_destinations_url(gw, gw_app, forwarding):
+    _two(gw, gw_app, "http://127.0.0.1:9/a", "http://127.0.0.1:9/b", 4)
+    assert _taken(forwarding) == [("e1", "http://127.0.0.1:9/a"), ("e2", "http://127.0.0.1:9/b"),
+                                  ("e3", "http://127.0.0.1:9/a"), ("e4", "http://127.0.0.1:9/b")]
+
+
+def test_a_paused_destination_holds_only_its_own_events(gw, gw_app, forwarding, clock):
+    first, _ = _two(gw, gw_app, "http://127.0.0.1:9/a", "http://127.0.0.1:9/b", 4)
+    _change(gw_app, first, paused_until=clock.now + 20 * SECOND)  # within the leases taken
+    assert _taken(forwarding) == [("e2", "http://127.0.0.1:9/b"), ("e4", "http://127.0.0.1:9/b")]
+    clock.advance(seconds=20)
+    assert [e for e, _ in _taken(forwarding)] == ["e1", "e3"]
+
+
+def test_max_in_flight_and_the_rate_are_each_destinations(gw, gw_app, forwarding):
+    first, second = _two(gw, gw_app, "http://127.0.0.1:9/a", "http://127.0.0.1:9/b", 8)
+    _change(gw_app, first, max_in_flight=1)
+    _change(gw_app, second, rate_interval_us=SECOND // 2)  # 2 a second: a burst of 2
+    assert [e for e, _ in _taken(forwarding)] == ["e1", "e2", "e4"]
+    assert _taken(forwarding) == []
+
+
+def test_a_serial_key_is_held_per_destination(gw, gw_app, forwarding):
+    """All six events have one key: each destination forwards its first one at once, and
+    the next of each only when that one has settled."""
+    ordering = {"key": "/k", "mode": "serial"}
+    _two(gw, gw_app, "http://127.0.0.1:9/a", "http://127.0.0.1:9/b", 6,
+         ordering=ordering)
+    assert [e for e, _ in _taken(forwarding)] == ["e1", "e2"]
+    assert _taken(forwarding) == []
+
+
+def test_a_failing_destination_gets_the_error_and_the_pause_the_other_none(
+        gw, gw_app, forwarding, clock):
+    busy = Sink(lambda n, r: (503, {"Retry-After": "120"}))
+    try:
+        first, second = _two(gw, gw_app, "http://127.0.0.1:9/never", busy.url, 2)
+        _change(gw_app, first, paused_until=clock.now + 30 * SECOND)  # e1 waits
+        assert pump(forwarding) == ["retry"]
+        assert [r["body"] for r in busy.requests] == [b'{"id": "e2", "k": "same"}']
+    finally:
+        busy.close()
+    with gw_app.extensions["keystore"].database.engine.connect() as conn:
+        rows = {i: (p, e) for i, p, e in conn.execute(
+            select(D.id, D.paused_until, D.last_error)).all()}
+    assert rows[first] == (clock.now + 30 * SECOND, None)
+    assert rows[second][0] == clock.now + 120 * SECOND and "503" in rows[second][1]
