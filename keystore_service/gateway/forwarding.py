@@ -175,7 +175,8 @@ class Forwarding:
         if not rules.takes(route.filter, job.event.event_type, job.event.body):
             return Result(None, None, "", None, 0, filtered=True)
         keyed = self.versions and ordering.keyed(route.ordering, job.event.body)
-        last = keyed and self.versions.last(job.event.tenant_id, job.source.id, keyed.key)
+        last = keyed and self.versions.last(job.event.tenant_id, job.source.destination_id,
+                                            keyed.key)
         if last and keyed.newer_than(last[0]) is False:
             return Result(None, None, "", None, 0, superseded=True, by=last[1])
         return None
@@ -298,9 +299,9 @@ class Forwarding:
         settle's transaction; keys in order, so two relays' locks cannot cross."""
         keyed = [(job, k) for job in delivered if self.versions
                  and (k := ordering.keyed(self.route(job.source).ordering, job.event.body))]
-        for job, k in sorted(keyed, key=lambda jk: (jk[0].source.id, jk[1].key)):
-            self.versions.advance(steps.cursor(), job.event.tenant_id, job.source.id, k.key,
-                                  k.text, job.event.id, now, k.newer_than)
+        for job, k in sorted(keyed, key=lambda jk: (jk[0].source.destination_id, jk[1].key)):
+            self.versions.advance(steps.cursor(), job.event.tenant_id, job.source.destination_id,
+                                  k.key, k.text, job.event.id, now, k.newer_than)
 
     @staticmethod
     def _health(health: dict[tuple[int, int], Health], job: Job, outcome: Outcome,

@@ -46,7 +46,8 @@ hook_destinations = Table(
     CheckConstraint("rate_interval_us IS NULL OR rate_interval_us >= 1", name="rate"),
 )
 
-# The last delivered version of each key of a source whose destination orders newer_wins:
+# The last delivered version of each key of a destination that orders newer_wins (by
+# destination since 0022: each destination compares with what it delivered):
 # written in the transaction that records an event delivered, only when it is newer
 # (storage/versions.py), so it never goes back. `ordering_key` is routing.ordering_key's
 # "sha256:" and 64 hex digits (71 characters whatever the key's size); `version` the
@@ -54,11 +55,11 @@ hook_destinations = Table(
 hook_versions = Table(
     "hook_versions", metadata,
     Column("tenant_id", Integer, ForeignKey("tenants.id"), nullable=False),  # docs/scaling.md
-    Column("source_id", Integer, ForeignKey("hook_sources.id", ondelete="CASCADE"),
+    Column("destination_id", Integer, ForeignKey("hook_destinations.id", ondelete="CASCADE"),
            nullable=False),
     Column("ordering_key", String(71), nullable=False),
     Column("version", Text, nullable=False),
     Column("event_pk", Id, nullable=False),  # the delivered event (its id is shown as `by`)
     Column("at", BigInteger, nullable=False),  # when it was delivered
-    PrimaryKeyConstraint("source_id", "ordering_key"),
+    PrimaryKeyConstraint("destination_id", "ordering_key"),
 )

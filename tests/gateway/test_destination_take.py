@@ -1,7 +1,8 @@
 """The take per destination (issue 29, "Routing: several destinations"; migration 0021), on
 both backends with the test clock: each event goes to one destination of its source, and
 what v1.1 reckons per source (a pause, max_in_flight, the rate, the order per key, the last
-error) is the destination's, so a held destination never holds another of its source.
+newer_wins version, the last error) is the destination's, so a held destination never holds
+another of its source.
 
 The API gives a source one destination so far; here a second one is a row made beside it and
 some of the source's events are moved to it, the state that several destinations will make.
@@ -27,8 +28,8 @@ def _two(gw, gw_app, first_url: str, second_url: str, n: int, **given) -> tuple[
     made = create_source(gw, gw.token, first_url, max_in_flight=100,
                          destination={"url": first_url, **given})
     for i in range(1, n + 1):
-        status, answer, _ = deliver(gw, made, json.dumps({"id": f"e{i}", "k": "same"}).encode(),
-                                    event_id=f"e{i}")
+        body = {"id": f"e{i}", "k": "same", "v": (i + 1) // 2}  # versions 1, 1, 2, 2, ...
+        status, answer, _ = deliver(gw, made, json.dumps(body).encode(), event_id=f"e{i}")
         assert status == 202, answer
     engine = gw_app.extensions["keystore"].database.engine
     with engine.begin() as conn:
@@ -91,7 +92,7 @@ def test_a_failing_destination_gets_the_error_and_the_pause_the_other_none(
         first, second = _two(gw, gw_app, "http://127.0.0.1:9/never", busy.url, 2)
         _change(gw_app, first, paused_until=clock.now + 30 * SECOND)  # e1 waits
         assert pump(forwarding) == ["retry"]
-        assert [r["body"] for r in busy.requests] == [b'{"id": "e2", "k": "same"}']
+        assert [json.loads(r["body"])["id"] for r in busy.requests] == ["e2"]
     finally:
         busy.close()
     with gw_app.extensions["keystore"].database.engine.connect() as conn:
@@ -99,3 +100,17 @@ def test_a_failing_destination_gets_the_error_and_the_pause_the_other_none(
             select(D.id, D.paused_until, D.last_error)).all()}
     assert rows[first] == (clock.now + 30 * SECOND, None)
     assert rows[second][0] == clock.now + 120 * SECOND and "503" in rows[second][1]
+
+
+def test_newer_wins_compares_with_what_each_destination_delivered(gw, gw_app, forwarding,
+                                                                  sink):
+    """e1 and e3 (versions 1 and 2) go to one destination, e2 and e4 (1 and 2) to the other:
+    each destination delivers both of its own; e2 is no older than what *its* destination
+    delivered, though its key's version 1 went to the other one first (migration 0022)."""
+    ordering = {"key": "/k", "mode": "newer_wins", "version": "/v"}
+    _two(gw, gw_app, sink.url, sink.url + "?second", 4, ordering=ordering)
+    outcomes = [o for _ in range(4) for o in pump(forwarding)]  # bounded: one a key a turn
+    assert outcomes == ["delivered"] * 4
+    got = sorted((r["path"].endswith("?second"), json.loads(r["body"])["id"])
+                 for r in sink.requests)
+    assert got == [(False, "e1"), (False, "e3"), (True, "e2"), (True, "e4")]

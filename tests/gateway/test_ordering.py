@@ -219,7 +219,7 @@ def test_two_relays_racing_never_lower_the_stored_version(gw_app, gw, sink, forw
     versions = forwarding.versions
     ks = gw_app.extensions["keystore"]
     tid = ks.accounts.tenant_id("acme")
-    sid = ks.gateway.sources.get(tid, "shop").source.id
+    did = ks.gateway.sources.get(tid, "shop").source.destination_id
     seen: list[int] = []
     errors: list[BaseException] = []
 
@@ -227,10 +227,10 @@ def test_two_relays_racing_never_lower_the_stored_version(gw_app, gw, sink, forw
         try:
             for v in order:
                 with forwarding.events.transaction() as cur:
-                    versions.advance(cur, tid, sid, "sha256:" + "0" * 64, str(v), v, v,
+                    versions.advance(cur, tid, did, "sha256:" + "0" * 64, str(v), v, v,
                                      lambda old, v=v: v > int(old))
                     seen.append(int(versions._locked.one(cur, {
-                        "tid": tid, "sid": sid, "key": "sha256:" + "0" * 64})[0]))
+                        "tid": tid, "did": did, "key": "sha256:" + "0" * 64})[0]))
         except BaseException as exc:  # noqa: BLE001 (reported below)
             errors.append(exc)
     up, down = list(range(1, 61)), list(range(60, 0, -1))
@@ -253,23 +253,23 @@ def test_a_held_lock_makes_the_other_writer_wait_and_compare_after_it(gw_app, gw
     versions, events = forwarding.versions, forwarding.events
     ks = gw_app.extensions["keystore"]
     tid = ks.accounts.tenant_id("acme")
-    sid = ks.gateway.sources.get(tid, "shop").source.id
+    did = ks.gateway.sources.get(tid, "shop").source.destination_id
     key = "sha256:" + "1" * 64
     with events.transaction() as cur:
-        assert versions.advance(cur, tid, sid, key, "4", 4, 0, lambda old: True)
+        assert versions.advance(cur, tid, did, key, "4", 4, 0, lambda old: True)
     wrote = threading.Event()
     release = threading.Event()
     result: list[bool] = []
 
     def first() -> None:
         with events.transaction() as cur:
-            versions.advance(cur, tid, sid, key, "5", 5, 1, lambda old: 5 > int(old))
+            versions.advance(cur, tid, did, key, "5", 5, 1, lambda old: 5 > int(old))
             wrote.set()
             release.wait(10)
 
     def second() -> None:
         with events.transaction() as cur:
-            result.append(versions.advance(cur, tid, sid, key, "3", 3, 2,
+            result.append(versions.advance(cur, tid, did, key, "3", 3, 2,
                                            lambda old: 3 > int(old)))
     a = threading.Thread(target=first)
     a.start()

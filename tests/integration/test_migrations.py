@@ -284,15 +284,15 @@ def test_0017_adds_superseded_and_the_versions_and_its_downgrade_undoes_them(own
             conn.execute(insert(records).values(row(scope="hook:s", key=f"e{n}", id=n)))
             conn.execute(insert(hook_events).values(
                 tenant_id=1, source_id=1, destination_id=1, record_id=n, event_id=f"e{n}",
-                state=state, headers="[]", received_at=n, window_start=n, attempts=n - 1, body=b"{}",
-                delivered_at=5 if n == 2 else None))
+                state=state, headers="[]", received_at=n, window_start=n, attempts=n - 1,
+                body=b"{}", delivered_at=5 if n == 2 else None))
         conn.execute(insert(hook_attempts).values(event_pk=2, number=1, at=5, duration_ms=3,
                                                   status_code=200))
-        conn.execute(insert(hook_versions).values(tenant_id=1, source_id=1,
+        conn.execute(insert(hook_versions).values(tenant_id=1, destination_id=1,
                                                   ordering_key="sha256:" + "a" * 64,
                                                   version=str(2 ** 63), event_pk=2, at=5))
         with pytest.raises(IntegrityError), conn.begin_nested():  # one version per key
-            conn.execute(insert(hook_versions).values(tenant_id=1, source_id=1,
+            conn.execute(insert(hook_versions).values(tenant_id=1, destination_id=1,
                                                       ordering_key="sha256:" + "a" * 64,
                                                       version="1", event_pk=1, at=6))
         with pytest.raises(IntegrityError), conn.begin_nested():
@@ -324,7 +324,8 @@ def test_0017_adds_superseded_and_the_versions_and_its_downgrade_undoes_them(own
     e = create_engine(normalise_url(own_url))
     with e.begin() as conn:  # a superseded event again, as the relay writes one
         conn.execute(text("UPDATE hook_events SET state = 'superseded' WHERE id = 1"))
-        assert conn.execute(select(hook_versions)).all() == []  # none came back
+        assert conn.execute(text("SELECT count(*) FROM hook_versions")).scalar() == 0  # none
+        # came back (0017's table is keyed by source: 0022 keys it by destination)
     e.dispose()
     assert look()[0][0] == ("e1", "superseded", None)
 
@@ -520,3 +521,58 @@ def test_0021_gives_each_event_its_sources_first_destination_and_its_downgrade_d
     assert rows() == [(1, 1, "e1", None), (2, 2, "e2", None), (3, 1, "e3", None)]
     _to(own_url, "0021_event_destinations")
     assert rows() == [(1, 1, "e1", 8), (2, 2, "e2", 9), (3, 1, "e3", 8)]
+
+
+def test_0022_keys_each_version_by_its_sources_first_destination_and_back(own_url):
+    """0022 up and down with rows on both backends: at 0021 a newer_wins key's version is its
+    source's; at 0022 it is its source's first destination's, one per (destination, key);
+    two destinations of a source keep a version each for one key; a downgrade keeps the
+    first destination's and forgets the other's."""
+    from sqlalchemy import text
+    key = "sha256:" + "d" * 64
+    _to(own_url, "0021_event_destinations", down=True)
+    engine = create_engine(normalise_url(own_url))
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO tenants (id, name, created_at) VALUES (1, 't', 0)"))
+        conn.execute(text(
+            "INSERT INTO hook_sources (id, tenant_id, name, provider, ingest_hash, sealed, "
+            "config, ttl_seconds, retry_window_seconds, keep_body_seconds, state, created_at, "
+            "updated_at) VALUES (3, 1, 's', 'generic', 'h', 'x', '{}', 999999, 3600, 0, "
+            "'active', 0, 0)"))
+        conn.execute(text(
+            "INSERT INTO hook_destinations (id, tenant_id, source_id, name, position, url, "
+            "timeout_seconds, max_in_flight) VALUES (5, 1, 3, 'default', 0, "
+            "'http://127.0.0.1/', 10, 4)"))
+        conn.execute(text("INSERT INTO hook_versions (tenant_id, source_id, ordering_key, "
+                          "version, event_pk, at) VALUES (1, 3, :k, '17', 9, 4)"), {"k": key})
+    engine.dispose()
+
+    def versions() -> list:
+        e = create_engine(normalise_url(own_url))
+        with e.connect() as conn:
+            owner = "destination_id" if migrate.revision(own_url) >= "0022" else "source_id"
+            found = [tuple(r) for r in conn.execute(text(
+                f"SELECT {owner}, ordering_key, version FROM hook_versions ORDER BY 1"))]
+        e.dispose()
+        return found
+
+    def run(sql: str) -> None:
+        e = create_engine(normalise_url(own_url))
+        with e.begin() as conn:
+            conn.execute(text(sql), {"k": key})
+        e.dispose()
+    _to(own_url, "0022_destination_versions")
+    assert versions() == [(5, key, "17")]
+    run("INSERT INTO hook_destinations (id, tenant_id, source_id, name, position, url, "
+        "timeout_seconds, max_in_flight) VALUES (6, 1, 3, 'second', 1, 'http://127.0.0.1/', "
+        "10, 4)")
+    run("INSERT INTO hook_versions (tenant_id, destination_id, ordering_key, version, "
+        "event_pk, at) VALUES (1, 6, :k, '3', 10, 5)")
+    with pytest.raises(IntegrityError):  # one version per (destination, key)
+        run("INSERT INTO hook_versions (tenant_id, destination_id, ordering_key, version, "
+            "event_pk, at) VALUES (1, 6, :k, '4', 11, 6)")
+    assert versions() == [(5, key, "17"), (6, key, "3")]
+    _to(own_url, "0021_event_destinations", down=True)
+    assert versions() == [(3, key, "17")]
+    _to(own_url, "0022_destination_versions")
+    assert versions() == [(5, key, "17")]
