@@ -291,6 +291,7 @@ class Forwarding:
             for job, result, *_ in plans:
                 if job.event.id in out:
                     self.observed.forward(job.tenant, job.source.name,
+                                          job.source.destination_name,
                                           out[job.event.id].value, result.duration_ms / 1000)
         return out
 

@@ -48,7 +48,7 @@ LATE_REPEATS = Counter("keystore_late_repeats_total", "Keys acquired again after
 HOOKS_RECEIVED = Counter("keystore_hooks_received_total", "Webhook deliveries received, by "
                          "what became of them", ["tenant", "source", "status"])
 HOOK_FORWARDS = Counter("keystore_hook_forwards_total", "Forwards of accepted events, by "
-                        "outcome", ["tenant", "source", "outcome"])
+                        "destination and outcome", ["tenant", "source", "destination", "outcome"])
 SETTLEMENTS = Counter("keystore_settlements_total", "Checks run against records whose "
                       "outcome was unknown, by what they found: found, absent, or unresolved "
                       "(the last of its unclear tries: a person decides)",
@@ -58,7 +58,7 @@ SENDS = Counter("keystore_sends_total", "Outbound sends' requests and checks by 
                 "absent, unclear (a check's verdicts)", ["tenant", "connection", "outcome"])
 FORWARD_DURATION = Histogram("keystore_hook_forward_duration_seconds",
                              "How long a destination took to answer a forward",
-                             ["tenant", "source"], buckets=LATENCY_BUCKETS)
+                             ["tenant", "source", "destination"], buckets=LATENCY_BUCKETS)
 
 
 class Metrics(ClaimObserver):
@@ -97,10 +97,11 @@ class Metrics(ClaimObserver):
     def hook_received(self, tenant: str, source: str, status: str) -> None:
         HOOKS_RECEIVED.labels(tenant, source, status).inc()
 
-    def forward(self, tenant: str, source: str, outcome: str, seconds: float) -> None:
-        HOOK_FORWARDS.labels(tenant, source, outcome).inc()
+    def forward(self, tenant: str, source: str, destination: str, outcome: str,
+                seconds: float) -> None:
+        HOOK_FORWARDS.labels(tenant, source, destination, outcome).inc()
         if outcome not in ("filtered", "superseded"):  # nothing sent: no answer to time
-            FORWARD_DURATION.labels(tenant, source).observe(seconds)
+            FORWARD_DURATION.labels(tenant, source, destination).observe(seconds)
 
     def settlement(self, tenant: str, scope: str, outcome: str) -> None:
         SETTLEMENTS.labels(tenant, self._scope(scope), outcome).inc()

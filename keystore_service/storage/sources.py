@@ -59,6 +59,7 @@ class Source:
     rate_tat: Optional[Micros] = None
     # migration 0021: the destination this row sees the source through (its events' own)
     destination_id: int = 0
+    destination_name: str = "default"
 
     @property
     def options(self) -> dict:
@@ -102,7 +103,7 @@ OF_DESTINATION = {"destination_url": "url", "timeout_seconds": "timeout_seconds"
                   "operator_paused_until": "operator_paused_until",
                   "pause_reason": "pause_reason", "failing_since": "failing_since",
                   "probe_at": "probe_at", "rate_interval_us": "rate_interval_us",
-                  "rate_tat": "rate_tat", "destination_id": "id"}
+                  "rate_tat": "rate_tat", "destination_id": "id", "destination_name": "name"}
 SOURCE_COLUMNS = [D[OF_DESTINATION[f.name]].label(f.name) if f.name in OF_DESTINATION
                   else S[f.name] for f in fields(Source)]
 # a source and its first destination (the take's SQL spells the same in text: storage/take.py)
@@ -173,7 +174,7 @@ class SourceStore:
         self._add_destination.run(cur, {
             "tenant_id": given["tenant_id"], "source_id": sid, "name": "default", "position": 0,
             **{column: given[name] for name, column in OF_DESTINATION.items()
-               if column != "id"}})
+               if column not in ("id", "name")}})
         return Source(*self._by_id.one(cur, {"id": sid}))
 
     def named(self, tenant_id: int, name: str, cur: Any = None) -> Optional[Source]:

@@ -225,7 +225,7 @@ def test_the_metric_counts_filtered_forwards(gw_app, gw, sink, forwarding, clock
         return next((s.value for f in text_string_to_metric_families(text)
                      for s in f.samples if s.name == "keystore_hook_forwards_total"
                      and s.labels == {"tenant": "acme", "source": "shop",
-                                      "outcome": "filtered"}), 0.0)
+                                      "destination": "default", "outcome": "filtered"}), 0.0)
     source = create_source(gw, gw.token, sink.url)
     set_filter(gw, sink, INVOICES)
     before = filtered()

@@ -503,4 +503,6 @@ def test_the_gateways_metrics(gw_app, gw, sink, forwarding):
     text = gw_app.test_client().get("/metrics").get_data(as_text=True)
     assert value("keystore_hook_queue_depth", tenant="acme", source="shop") == 0
     assert value("keystore_hook_forwards_total", tenant="acme", source="shop",
-                 outcome="delivered") >= 2
+                 destination="default", outcome="delivered") >= 2
+    assert value("keystore_hook_forward_duration_seconds_count", tenant="acme", source="shop",
+                 destination="default") >= 2

@@ -181,7 +181,7 @@ def test_the_metric_counts_superseded_forwards(gw_app, gw, sink, forwarding, clo
         return next((s.value for f in text_string_to_metric_families(text)
                      for s in f.samples if s.name == "keystore_hook_forwards_total"
                      and s.labels == {"tenant": "acme", "source": "shop",
-                                      "outcome": "superseded"}), 0.0)
+                                      "destination": "default", "outcome": "superseded"}), 0.0)
     source = create_source(gw, gw.token, sink.url)
     set_ordering(gw, sink)
     before = superseded()
