@@ -58,7 +58,9 @@ class PauseSql:
         self.expired = Sql(select(D.source_id, D.tenant_id, D.operator_paused_at,
                                   D.operator_paused_until).where(
             D.operator_paused_until <= now), d)
-        queued = [E.tenant_id == tid, E.source_id == sid, E.state == Q.QUEUED.value]
+        # by the source's destinations: the (destination, state, next attempt) index (0021)
+        queued = [E.tenant_id == tid, E.destination_id.in_(select(D.id).where(
+            D.source_id == sid, D.tenant_id == tid)), E.state == Q.QUEUED.value]
         # one event: a row when it is queued (due now, or already), none otherwise
         self.retry_one = Sql(update(hook_events).where(
             E.tenant_id == tid, E.id == bindparam("eid"), E.state == Q.QUEUED.value).values(
@@ -73,15 +75,19 @@ class PauseSql:
 
 def _queues() -> Any:
     """Per source of the tenant: queued, delivering, failed, the oldest queued's received_at
-    and the earliest next attempt of the queued, each from the events' (source, state, ...)
-    indexes (a count over the index, a first row of it), not from a read of the events."""
+    and the earliest next attempt of the queued (a parked one has none), each from the
+    events' indexes (a count over one, a first row of one: (source, state, received_at), and
+    per destination (destination, state, next_attempt_at)), not from a read of the events."""
     def count(state: Q) -> Any:
         return select(func.count()).select_from(hook_events).where(
             E.source_id == S.id, E.state == state.value).scalar_subquery()
 
-    def first(column: Any) -> Any:
-        return select(column).where(E.source_id == S.id, E.state == Q.QUEUED.value) \
-            .order_by(column).limit(1).scalar_subquery()
-    return select(S.id, count(Q.QUEUED), count(Q.DELIVERING), count(Q.FAILED),
-                  first(E.received_at), first(E.next_attempt_at)).where(
-        S.tenant_id == bindparam("tenant_id"))
+    oldest = select(E.received_at).where(E.source_id == S.id, E.state == Q.QUEUED.value) \
+        .order_by(E.received_at).limit(1).scalar_subquery()
+    each = select(E.next_attempt_at).where(
+        E.destination_id == D.id, E.state == Q.QUEUED.value, E.next_attempt_at.is_not(None)
+    ).order_by(E.next_attempt_at).limit(1).correlate(hook_destinations).scalar_subquery()
+    due = select(func.min(each)).where(D.source_id == S.id, D.tenant_id == S.tenant_id) \
+        .correlate(hook_sources).scalar_subquery()
+    return select(S.id, count(Q.QUEUED), count(Q.DELIVERING), count(Q.FAILED), oldest,
+                  due).where(S.tenant_id == bindparam("tenant_id"))

@@ -114,3 +114,27 @@ def test_newer_wins_compares_with_what_each_destination_delivered(gw, gw_app, fo
     got = sorted((r["path"].endswith("?second"), json.loads(r["body"])["id"])
                  for r in sink.requests)
     assert got == [(False, "e1"), (False, "e3"), (True, "e2"), (True, "e4")]
+
+
+def test_the_queues_next_attempt_skips_a_parked_event(gw, gw_app, forwarding, clock):
+    """e1 waits for its retry and holds e2 of its key, which the sweep parks (no next
+    attempt): the source's queue shows e1's next attempt, on both backends (SQLite sorts a
+    null first: the parked event's "none" hid it)."""
+    failing = Sink(lambda n, r: 500)
+    try:
+        made = create_source(gw, gw.token, failing.url, destination={
+            "url": failing.url, "ordering": {"key": "/k", "mode": "serial"}})
+        for i in (1, 2):
+            body = json.dumps({"id": f"e{i}", "k": "same"}).encode()
+            assert deliver(gw, made, body, event_id=f"e{i}")[0] == 202
+        assert pump(forwarding) == ["retry"]
+        forwarding.take_some(HOLDER, 10, ended=True)  # the sweep parks e2
+    finally:
+        failing.close()
+    status, listed, _ = gw.get("/v1/deliveries", event_id="e1")
+    assert status == 200 and listed["deliveries"][0]["next_attempt_at"] is not None
+    status, shown, _ = gw.get("/v1/sources/shop")
+    assert status == 200, shown
+    assert shown["source"]["queue"]["queued"] == 2
+    assert shown["source"]["queue"]["next_attempt_at"] == listed["deliveries"][0][
+        "next_attempt_at"]
