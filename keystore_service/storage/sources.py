@@ -143,12 +143,13 @@ class SourceStore:
             ordering_key=null(), ordering_mode=null(), next_attempt_at=case(
                 (and_(E.state == Q.QUEUED.value, E.next_attempt_at.is_(None)),
                  bindparam("now")), else_=E.next_attempt_at)), d)
+        did = bindparam("did")
         self._resume = Sql(update(hook_destinations).where(
-            D.source_id == sid, D.tenant_id == tid, D.position == 0).values(
-            paused_until=null()), d)
-        # the events whose next attempt the pause set (or a backoff it outlasted)
+            D.id == did, D.tenant_id == tid).values(paused_until=null()), d)
+        # the destination's events whose next attempt the pause set (or a backoff it
+        # outlasted): a range of the (destination, state, next attempt) index (0021)
         self._waited = Sql(update(hook_events).where(
-            E.source_id == bindparam("sid"), E.state == Q.QUEUED.value,
+            E.tenant_id == tid, E.destination_id == did, E.state == Q.QUEUED.value,
             E.next_attempt_at > bindparam("now"), E.next_attempt_at <= bindparam("until"))
             .values(next_attempt_at=bindparam("now")), d)
         # a rate's slots taken for events that made no forward (filtered, superseded)
@@ -213,8 +214,9 @@ class SourceStore:
             until = source.operator_paused_until
             self.end_pause(cur, source, now if until is None else min(until, now), now)
         if source.paused_until is not None:
-            self._waited.run(cur, {"sid": source.id, "now": now, "until": source.paused_until})
-            self._resume.run(cur, {"sid": source.id, "tid": source.tenant_id})
+            ids = {"did": source.destination_id, "tid": source.tenant_id}
+            self._waited.run(cur, {**ids, "now": now, "until": source.paused_until})
+            self._resume.run(cur, ids)
 
     def pause(self, cur: Any, source: Source, now: Micros, until: Optional[Micros],
               reason: Optional[str]) -> None:

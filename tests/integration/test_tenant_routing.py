@@ -100,7 +100,6 @@ GAPS = {
     "HookStore._settled_ended": "hook_events.id", "HookStore._redeliver": "hook_events.id",
     "HookStore._reset": "hook_events.id",
     "SourceStore._by_id": "hook_sources.id", "SourceStore._state": "hook_sources.id",
-    "SourceStore._waited": "hook_events.source_id",
 }
 
 _TABLE = re.compile(r"\b(?:from|join|update|into)\s+\"?(\w+)")
