@@ -26,6 +26,7 @@ class Delivery:
     event: Event
     attempts: list[Attempt]
     waiting_on: Optional[str] = None  # the event id a serial destination holds it behind
+    destination: str = "default"  # the name of the source's destination it goes to
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,9 @@ class Detail:
     record: Record
     reviews: list[Review]
     waiting_on: Optional[str] = None  # as Delivery's
+    destination: str = "default"  # as Delivery's
+    # every delivery of the event, one per destination: (its destination's name, it)
+    deliveries: tuple[tuple[str, Event], ...] = ()
 
 
 class Deliveries:
@@ -52,51 +56,55 @@ class Deliveries:
 
     def list(self, tenant_id: int, source: Optional[str] = None, state: Optional[str] = None,
              event_id: Optional[str] = None, limit: int = 50,
-             cursor: Optional[str] = None, event_type: Optional[str] = None
-             ) -> tuple[list[Delivery], Optional[str]]:
+             cursor: Optional[str] = None, event_type: Optional[str] = None,
+             destination: Optional[str] = None) -> tuple[list[Delivery], Optional[str]]:
         """Deliveries newest first (no body), with the cursor of the next page; `event_type`
-        is a glob (domain/bulk.py)."""
+        is a glob (domain/bulk.py); `destination` a destination's name."""
         after = _decode(cursor) if cursor else None
         rows, attempts = self.events.page(tenant_id, source, state, event_id, limit + 1, after,
-                                          event_type, now=self.clock())
-        out = [Delivery(name, event, attempts.get(event.id, []), waiting)
-               for name, event, waiting in rows[:limit]]
+                                          event_type, now=self.clock(), destination=destination)
+        out = [Delivery(name, event, attempts.get(event.id, []), waiting, to)
+               for name, event, waiting, to in rows[:limit]]
         last = out[-1].event if out else None
         return out, (_encode(last.received_at, last.id) if len(rows) > limit and last else None)
 
-    def detail(self, tenant_id: int, source_name: str, event_id: str) -> Detail:
-        """The event `event_id` of the tenant's source `source_name`; NotFound when there is
-        no such source or event (another tenant's are not found either)."""
+    def detail(self, tenant_id: int, source_name: str, event_id: str,
+               destination: Optional[str] = None) -> Detail:
+        """The event `event_id` of the tenant's source `source_name`, its delivery to
+        `destination` (None: to the first); NotFound when there is no such source, event or
+        destination (another tenant's are not found either)."""
         source = self.sources.named(tenant_id, source_name)
         if source is None:
             raise errors.NotFound(f"no source named {source_name!r}")
         with self.events.db.connection() as cur:
             record = self.records.get(tenant_id, rules.scope_of(source.name), event_id, cur)
-            event = self.events.of_record(cur, record.id) if record is not None else None
-            if event is None:
-                raise errors.NotFound("no such event of this source")
+            names = {v.destination_id: v.destination_name
+                     for v in self.sources.views(source, cur)}
+            every = self.events.of_record(cur, record.id) if record is not None else []
+            event = _pick(every, names, destination, one=False)
             attempts = self.events.attempts_of(cur, [event.id]).get(event.id, [])
             reviews = self.reviews.open_of(cur, record.id)
             waiting = self.events.waiting_on(cur, event, self.clock())
-        return Detail(source, event, attempts, record, reviews, waiting)
+        return Detail(source, event, attempts, record, reviews, waiting,
+                      names.get(event.destination_id, "default"),
+                      tuple((names.get(e.destination_id, "default"), e) for e in every))
 
     def redeliver(self, tenant_id: int, source_name: str, event_id: str,
-                  force: bool = False) -> Delivery:
+                  force: bool = False, destination: Optional[str] = None) -> Delivery:
         """Forward the event again: 409 in_progress while queued or being forwarded, 409
         already_completed for a delivered one without `force`, 409 body_dropped when its body
         is gone. A filtered one needs no `force` (nothing was sent, so nothing goes twice):
         it is queued, and its destination's filter is applied again at its turn; so does a
         superseded one, compared again with its key's last delivered version at its turn.
-        Closes its delivery_failed review (resolution `redelivered`)."""
+        Closes its delivery_failed review (resolution `redelivered`). Of an event with
+        several deliveries, the one to `destination` (400 without it): the others stay."""
         now = self.clock()
         source = self.sources.named(tenant_id, source_name)
         if source is None:
             raise errors.NotFound(f"no source named {source_name!r}")
         with self.events.transaction() as cur:
-            record = self.records.get(tenant_id, rules.scope_of(source.name), event_id, cur)
-            event = self.events.of_record(cur, record.id) if record is not None else None
-            if event is None:
-                raise errors.NotFound("no such event of this source")
+            event = self._event(cur, tenant_id, source, event_id, destination)
+            record = self.records.by_id(cur, event.record_id)
             if event.state in (DeliveryState.QUEUED, DeliveryState.DELIVERING):
                 raise errors.InProgress("the event is queued or being forwarded")
             if event.state == DeliveryState.DELIVERED and not force:
@@ -107,7 +115,7 @@ class Deliveries:
             again = self.events.redeliver(cur, event, now)
             if again is None:  # changed under us: another redelivery won
                 raise errors.InProgress("the event is queued or being forwarded")
-            if record.state in domain.FINISHED:
+            if record is not None and record.state in domain.FINISHED:
                 window_end = rules.window_end(now, source.retry_window_seconds)
                 self.records.compare_and_set(record, {
                     "state": State.IN_PROGRESS.value, "lease_expires_at": window_end,
@@ -115,10 +123,12 @@ class Deliveries:
             self.reviews.close(cur, record.id, "redelivered", now,
                                kind=domain.ReviewKind.DELIVERY_FAILED.value)
         self.wake()
-        return Delivery(source.name, again, [])
+        return Delivery(source.name, again, [], None,
+                        destination or source.destination_name)
 
 
-    def retry(self, tenant_id: int, source_name: str, event_id: Optional[str] = None) -> int:
+    def retry(self, tenant_id: int, source_name: str, event_id: Optional[str] = None,
+              destination: Optional[str] = None) -> int:
         """Retry now: the queued event `event_id` (None: every queued event of the source)
         is due at once, whatever its backoff (a pause still holds it: resume ends that);
         how many of them are due now. NotFound for no such source or event; for an event
@@ -132,19 +142,38 @@ class Deliveries:
             if event_id is None:
                 due = self.sources.retry_now(cur, source, None, now)
             else:
-                event = self._event(cur, tenant_id, source, event_id)
+                event = self._event(cur, tenant_id, source, event_id, destination)
                 due = self.sources.retry_now(cur, source, event.id, now)
                 if not due:
                     raise _not_queued(self.events.by_id(cur, event.id) or event)
         self.wake()
         return due
 
-    def _event(self, cur, tenant_id: int, source: Source, event_id: str) -> Event:
+    def _event(self, cur, tenant_id: int, source: Source, event_id: str,
+               destination: Optional[str]) -> Event:
+        """The event's delivery to `destination`; of an event with one delivery, that one."""
         record = self.records.get(tenant_id, rules.scope_of(source.name), event_id, cur)
-        event = self.events.of_record(cur, record.id) if record is not None else None
-        if event is None:
-            raise errors.NotFound("no such event of this source")
-        return event
+        every = self.events.of_record(cur, record.id) if record is not None else []
+        names = {v.destination_id: v.destination_name for v in self.sources.views(source, cur)}
+        return _pick(every, names, destination, one=True)
+
+
+def _pick(every: list[Event], names: dict[int, str], destination: Optional[str],
+          one: bool) -> Event:
+    """The delivery to the destination named `destination` among an event's `every`; None:
+    the first, which must be the only one when `one` (400 naming the field)."""
+    if destination is not None:
+        if destination not in names.values():
+            raise errors.NotFound(f"no destination named {destination!r} of this source")
+        every = [e for e in every if names.get(e.destination_id) == destination]
+    elif one and len(every) > 1:
+        raise errors.InvalidRequest(
+            "this event has a delivery to each of its source's destinations: name one "
+            f"({', '.join(sorted(names.get(e.destination_id, '?') for e in every))})",
+            details={"field": "destination"})
+    if not every:
+        raise errors.NotFound("no such event of this source")
+    return every[0]
 
 
 def _not_queued(event: Event) -> errors.KeystoreError:

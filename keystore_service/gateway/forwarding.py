@@ -20,7 +20,6 @@ from requests.certs import where as ca_bundle
 from keystore_service.domain import records as domain
 from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.domain.records import SECOND, Micros, State
-from keystore_service.domain.routing import Filter, Ordering
 from keystore_service.gateway import ordering, rules
 from keystore_service.gateway.destinations import Policy
 from keystore_service.gateway.endings import ENDS_WELL, PAUSED_PAST_WINDOW, UNSENT
@@ -31,6 +30,7 @@ from keystore_service.gateway.endings import reason as _reason
 from keystore_service.gateway.endings import window_end
 from keystore_service.gateway.outbound import Outbound
 from keystore_service.gateway.providers import standard
+from keystore_service.gateway.routes import Route, Routes
 from keystore_service.gateway.rules import Outcome
 from keystore_service.service.sealing import Sealer
 from keystore_service.storage import take
@@ -76,20 +76,6 @@ class Result:
     by: Optional[str] = None  # then: the event id of that version (None: forgotten)
 
 
-@dataclass(frozen=True, slots=True)
-class Route:
-    """What every forward of a source needs, opened once (its sealed part is a Fernet
-    decryption, its options JSON) and kept while the source's row stays the same."""
-
-    secret: Optional[str]  # the destination's signing secret
-    headers: dict[str, str]  # the destination's configured headers
-    forward: dict  # the forwarding options: delivered_header, retry_statuses, filter
-    broken: bool = False  # no configured key opens the source's secrets (issue 25)
-    filter: Optional[Filter] = None  # the destination's, parsed once; None: takes every event
-    unusable: Optional[str] = None  # why the stored filter cannot be read (then: retried)
-    ordering: Optional[Ordering] = None  # newer_wins, parsed once (gateway/ordering.py)
-
-
 class Forwarding:
     def __init__(self, sources: SourceStore, events: HookStore, records: RecordStore,
                  reviews: ReviewStore, sealer: Sealer, clock: Callable[[], Micros],
@@ -107,7 +93,7 @@ class Forwarding:
         # checks the address it connects to and ends the forward at its deadline.
         self.outbound = outbound or Outbound(Policy("any", allow_link_local),
                                              ca_certs=ca_bundle())
-        self._routes: dict[tuple[str, str], Route] = {}
+        self.routes = Routes(sealer)
         self.versions = versions  # None: orderings are not kept (no store to keep them)
 
     def take(self, holder: str, limit: int) -> list[Job]:
@@ -182,23 +168,7 @@ class Forwarding:
         return None
 
     def route(self, source: Source) -> Route:
-        key = (source.sealed, source.config)
-        found = self._routes.get(key)
-        if found is None:
-            if len(self._routes) >= 1_000:  # bounds memory with many sources
-                self._routes.clear()
-            forward = source.options.get("forward", {})
-            given, unusable = rules.read_filter(forward)
-            order = ordering.read_ordering(forward)
-            try:
-                sealed = self.sealer.open(source.sealed)
-            except ValueError:  # a key since removed: its forwards fail and are retried
-                return Route(None, {}, forward, broken=True, filter=given, unusable=unusable,
-                             ordering=order)
-            found = self._routes[key] = Route(sealed.get("destination_secret"),
-                                              sealed.get("headers") or {}, forward,
-                                              filter=given, unusable=unusable, ordering=order)
-        return found
+        return self.routes.of(source)
 
     def forward(self, job: Job) -> Result:
         """One POST of the event to its destination: original body bytes and Content-Type,
@@ -250,14 +220,17 @@ class Forwarding:
         out: dict[int, Outcome] = {}
         with self.events.steps() as steps:
             quick, slow = [], []
-            for plan in plans:
-                stmt = None if plan[2] is Outcome.FAILED else self._settled(holder, now, *plan)
+            for plan in plans:  # an end of one of several deliveries looks at the others
+                stmt = None if plan[2] is Outcome.FAILED or (
+                    plan[0].source.fanout > 1 and plan[2] is not Outcome.RETRY) \
+                    else self._settled(holder, now, *plan)
                 (quick if stmt else slow).append((plan, stmt))
             for ((job, _, outcome, *_), _), rows in zip(
                     quick, steps.send([stmt for _, stmt in quick])):
                 if rows:
                     out[job.event.id] = outcome
-            for (job, result, outcome, next_at, _), _ in slow:
+            for (job, result, outcome, next_at, _), _ in sorted(  # records locked in order
+                    slow, key=lambda planned: planned[0][0].event.record_id):
                 if self._write(steps.cursor(), job, holder, result, outcome, next_at, now):
                     out[job.event.id] = outcome
             self._advance(steps, [job for job, *_ in plans
@@ -368,10 +341,16 @@ class Forwarding:
 
     def _settle_record(self, cur, event: Event, outcome: Outcome, result: Result,
                        now: Micros) -> None:
-        seen = self.records.by_id(cur, event.record_id)
+        seen = self.records.locked(cur, event.tenant_id, event.record_id)
         if seen is None or seen.state != State.IN_PROGRESS.value:
-            return  # a person settled it meanwhile: theirs stands
+            return  # a person settled it meanwhile (or another delivery failed): it stands
         delivered = outcome in ENDS_WELL
+        # Read after the lock: of two deliveries ending at once, the later sees the other's
+        # end, so the record ends once every delivery did (or at the first failed for good).
+        states = self.events.states_of(cur, event.tenant_id, event.record_id)
+        if delivered and any(states.get(s.value) for s in (DeliveryState.QUEUED,
+                                                             DeliveryState.DELIVERING)):
+            return
         state = State.SUCCEEDED.value if delivered else State.FAILED.value
         changes = {"state": state, "lease_expires_at": None, "result_resource_id": None,
                    "result": _ending(outcome, result)}

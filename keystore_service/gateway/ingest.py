@@ -68,6 +68,7 @@ class Opened:
 
     source: Source
     secrets: list[str]
+    views: tuple[Source, ...] = ()  # the source through each destination: a delivery each
 
 
 def ingest_hash(ingest_id: str) -> str:
@@ -91,7 +92,7 @@ class Ingest:
         # A new event is its record's claim and the event's row. PostgreSQL: one statement
         # (HookStore.claim_and_add). SQLite: the events this process's threads accept at the
         # same time share one transaction, one write lock (service/grouping.py).
-        self.groups: Optional[Groups[tuple[dict, dict], Arrival]] = Groups(
+        self.groups: Optional[Groups[tuple[dict, list[dict]], Arrival]] = Groups(
             self._record_new_many, lambda item: None) if group_commit and events.sqlite \
             else None
         self._received, self.tenant_name = received, tenant_name
@@ -112,7 +113,8 @@ class Ingest:
         if found is None or not found.active:
             raise errors.NotFound("no such webhook source")
         try:
-            opened = Opened(found, self.sealer.open(found.sealed)["secrets"])
+            opened = Opened(found, self.sealer.open(found.sealed)["secrets"],
+                            tuple(self.sources.views(found)))
         except ValueError:  # sealed with a key since removed: this source only, never a 500
             self.received(found, "broken")
             raise SourceBroken(BROKEN, details={"reason": "source_broken"}) from None
@@ -153,7 +155,8 @@ class Ingest:
                                         details={"field": "event_id"}) from None
         fingerprint = rules.body_fingerprint(body, provider.volatile)
         kept = rules.kept_headers(pairs)  # as they came, names in their own case
-        arrival = self._record(source, event_id, fingerprint, body, kept, now, event_type)
+        arrival = self._record(opened.views or (source,), event_id, fingerprint, body, kept,
+                               now, event_type)
         self.received(source, _STATUS[arrival])
         if arrival in (Arrival.NEW, Arrival.NEW_INCARNATION):
             self.wake()
@@ -161,55 +164,59 @@ class Ingest:
         return Answer(200, {"status": _STATUS[arrival], "event_id": event_id},
                       replayed=arrival is Arrival.DUPLICATE)
 
-    def _record(self, source: Source, event_id: str, fingerprint: str, body: bytes,
+    def _record(self, views: tuple[Source, ...], event_id: str, fingerprint: str, body: bytes,
                 headers: list, now: Micros, event_type: Optional[str] = None) -> Arrival:
+        """The event's record and its deliveries, one per destination (`views`)."""
+        source = views[0]
         _, token_hash = new_lease_token()  # the gateway holds it
         window_end = rules.window_end(now, source.retry_window_seconds)
         values = new_record_values(
             source.tenant_id, rules.scope_of(source.name), event_id, fingerprint, token_hash,
             now, window_end, now + source.ttl_seconds * SECOND, domain.OnStale.RETRY.value)
-        key, mode = ordering.held_key(source.config, body)
-        event = {"tenant_id": source.tenant_id, "source_id": source.id, "event_id": event_id,
-                 "state": DeliveryState.QUEUED.value, "body": body, "headers": json.dumps(headers),
-                 "received_at": now, "window_start": now, "next_attempt_at": now,
-                 "attempts": 0, "lease_holder": None, "lease_until": None,
-                 "delivered_at": None, "body_dropped_at": None, "event_type": event_type,
-                 "ordering_key": key, "ordering_mode": mode,
-                 "destination_id": source.destination_id}
+        common = {"tenant_id": source.tenant_id, "source_id": source.id, "event_id": event_id,
+                  "state": DeliveryState.QUEUED.value, "body": body,
+                  "headers": json.dumps(headers), "received_at": now, "window_start": now,
+                  "next_attempt_at": now, "attempts": 0, "lease_holder": None,
+                  "lease_until": None, "delivered_at": None, "body_dropped_at": None,
+                  "event_type": event_type}
+        events = [{**common, **dict(zip(("ordering_key", "ordering_mode"),
+                                        ordering.held_key(view, body))),
+                   "destination_id": view.destination_id} for view in views]
         # The usual cases first: a new event id, or a plain repeat.
         if self.groups is not None:
-            arrival = self.groups.submit(_key(values), (values, event))
+            arrival = self.groups.submit(_key(values), (values, events))
             if arrival is not None:
                 return arrival
-        elif not self.events.sqlite:
-            row, added = self.events.claim_and_add(values, event)
+        elif not self.events.sqlite and len(events) == 1:  # one delivery: one statement
+            row, added = self.events.claim_and_add(values, events[0])
             if row is not None:
                 return Arrival.NEW if added else Arrival.DUPLICATE  # a repeat is counted
 
         def step(cur) -> Arrival | Again:
-            arrival = self._record_new(cur, values, event)
+            arrival = self._record_new(cur, values, events)
             if arrival is not None:
                 return arrival
             seen = self.records.get(source.tenant_id, values["scope"], event_id, cur)
             if seen is None:
                 return AGAIN  # purged in between: insert again
             arrival = rules.decide_arrival(seen, fingerprint, now)
-            if not self._write(cur, arrival, seen, values, event, body, headers, now):
+            if not self._write(cur, arrival, seen, values, events, body, headers, now):
                 return AGAIN  # changed under us: decide again
             return arrival
         return atomic_phase(self.records.transaction, step,
                             "too much contention on this event; the provider resends")
 
-    def _record_new(self, cur: Any, values: dict, event: dict) -> Optional[Arrival]:
+    def _record_new(self, cur: Any, values: dict, events: list[dict]) -> Optional[Arrival]:
         """A new event id (recorded: NEW) or a plain repeat (counted by the statement:
         DUPLICATE); None when the record's state must be looked at (nothing written)."""
         row = self.records.claim(values, cur)  # insert, or count a plain repeat
         if row is not None and row.lease_token_hash == values["lease_token_hash"]:
-            self.events.add(cur, record_id=row.id, **event)
+            self.events.add_many(cur, [{"record_id": row.id, **event} for event in events])
             return Arrival.NEW
         return None if row is None else Arrival.DUPLICATE
 
-    def _record_new_many(self, many: list[tuple[dict, dict]]) -> dict[Hashable, Arrival]:
+    def _record_new_many(self, many: list[tuple[dict, list[dict]]]
+                         ) -> dict[Hashable, Arrival]:
         """_record_new() of several events in one transaction: their records' claims as
         one statement (RecordStore.claim_many, in key order), the new events' rows as one
         executemany; an event whose claim came back empty is not answered here (nothing of
@@ -218,13 +225,13 @@ class Ingest:
         added = []
         with self.records.transaction() as cur:
             claimed = self.records.claim_many([values for values, _ in many], cur)
-            for values, event in many:
+            for values, events in many:
                 got = claimed.get(_key(values))
                 if got is None:
                     continue
                 row = got[0]
                 if row.lease_token_hash == values["lease_token_hash"]:
-                    added.append({"record_id": row.id, **event})
+                    added.extend({"record_id": row.id, **event} for event in events)
                     out[_key(values)] = Arrival.NEW
                 else:
                     out[_key(values)] = Arrival.DUPLICATE  # counted by the statement
@@ -240,7 +247,7 @@ class Ingest:
         if not self._wake() and self.notifier is not None:
             self.notifier.notify()
 
-    def _write(self, cur, arrival: Arrival, seen: Record, values: dict, event: dict,
+    def _write(self, cur, arrival: Arrival, seen: Record, values: dict, events: list[dict],
                body: bytes, headers: list, now: Micros) -> bool:
         if arrival is Arrival.HELD:  # body and headers kept up to 64 KiB together
             self.reviews.open_or_count(cur, seen, domain.ReviewKind.FINGERPRINT_MISMATCH, now,
@@ -258,13 +265,14 @@ class Ingest:
             return False
         if seen.review_id is not None:
             self.reviews.close(cur, seen.id, "superseded", now)
-        old = self.events.of_record(cur, seen.id)
-        fields = {k: v for k, v in event.items()
-                  if k not in ("tenant_id", "source_id", "event_id")}
-        if old is None:
-            self.events.add(cur, record_id=new.id, **event)
-        else:
-            self.events.reset(cur, old, **fields)
+        old = {e.destination_id: e for e in self.events.of_record(cur, seen.id)}
+        for event in events:  # each destination's delivery starts again (or anew)
+            fields = {k: v for k, v in event.items()
+                      if k not in ("tenant_id", "source_id", "event_id", "destination_id")}
+            if event["destination_id"] in old:
+                self.events.reset(cur, old[event["destination_id"]], **fields)
+            else:
+                self.events.add(cur, record_id=new.id, **event)
         return True
 
 

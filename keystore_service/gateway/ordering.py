@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from keystore_service.domain import canonical, route_specs
 from keystore_service.domain.routing import (
@@ -32,6 +32,9 @@ from keystore_service.domain.routing import (
     read_json,
     version_of,
 )
+
+if TYPE_CHECKING:
+    from keystore_service.storage.sources import Source
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +62,12 @@ def read_ordering(forward: dict) -> Optional[Ordering]:
     return parsed if parsed.mode is OrderingMode.NEWER_WINS else None
 
 
-def held_key(config: str, body: bytes) -> tuple[Optional[str], Optional[str]]:
+def held_key(source: Source, body: bytes) -> tuple[Optional[str], Optional[str]]:
     """The event's key digest (routing.ordering_key) and the mode it is held under
-    (storage/take.py) when its source's destination orders `serial` or `newer_wins`
-    (`config`: the source's stored options); (None, None) otherwise, or without a key."""
-    given = _ordering_of(config)
+    (storage/take.py) when `source`'s destination orders `serial` or `newer_wins`; (None,
+    None) otherwise, or without a key."""
+    own = source.destination_config
+    given = _ordering_of(source.config if own is None else own, own is not None)
     if given is None:
         return None, None
     key = ordering_key(body, given[0])
@@ -71,10 +75,12 @@ def held_key(config: str, body: bytes) -> tuple[Optional[str], Optional[str]]:
 
 
 @lru_cache(maxsize=1024)
-def _ordering_of(config: str) -> Optional[tuple[str, str]]:
-    """The key pointer and mode of the stored ordering; None without one (or for one that
-    does not read: its events are not held)."""
-    given = json.loads(config).get("forward", {}).get("ordering")
+def _ordering_of(config: str, own: bool) -> Optional[tuple[str, str]]:
+    """The key pointer and mode of the stored ordering (`config`: a destination's own
+    forwarding options, or its source's options); None without one (or for one that does
+    not read: its events are not held)."""
+    options = json.loads(config)
+    given = (options if own else options.get("forward", {})).get("ordering")
     try:
         parsed = route_specs.parse_ordering(given) if given is not None else None
     except route_specs.RouteError:

@@ -14,11 +14,12 @@ from keystore_service import errors
 from keystore_service.domain import route_specs
 from keystore_service.domain.names import NAME
 from keystore_service.domain.records import SECOND, Micros
-from keystore_service.domain.routing import Ordering
 from keystore_service.gateway import destinations, providers
 from keystore_service.gateway.destinations import Policy
 from keystore_service.gateway.ingest import ingest_hash
 from keystore_service.gateway.outbound import Outbound
+from keystore_service.gateway.provider_options import check_secrets, plain, provider_config
+from keystore_service.gateway.source_destinations import Planned, held_by, interval, planned
 from keystore_service.service.phases import AGAIN, Again, retry_on_conflict
 from keystore_service.service.sealing import Sealer, SourceBroken
 from keystore_service.storage.pauses import PauseChanged
@@ -51,6 +52,18 @@ class Shown:
     queue: Queue
     health: str = "ok"  # "ok" | "failing" (its newest forward failed) | "broken"
     paused: Optional[Paused] = None  # None: it forwards
+    destinations: tuple[Through, ...] = ()  # each of its destinations, the first first
+
+
+@dataclass(frozen=True, slots=True)
+class Through:
+    """One of a source's destinations as shown: the source seen through it, its header
+    names and whether it signs (None: its secrets cannot be opened), its health."""
+
+    view: Source
+    header_names: list[str]
+    has_secret: Optional[bool]
+    health: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,13 +98,15 @@ class Sources:
         cannot know (an unknown provider, a secret it cannot use, a TTL shorter than its
         forwarding window plus a day, a refused destination)."""
         provider = self._provider(body.provider)
-        config = _config(provider.name, _plain(body.signature), _plain(body.event_id),
-                         _plain(body.event_type))
-        config["forward"] = _forward(body.destination)
+        config = provider_config(provider.name, plain(body.signature), plain(body.event_id),
+                         plain(body.event_type))
+        plan = planned(body.destination, body.destinations, required=True)
+        dest = plan[0]
+        config["forward"] = dest.forward
         signing = list(body.secrets or [])
-        _check_secrets(provider, signing, config)
-        dest = body.destination
-        self._check_destination(dest.url, dest.secret)
+        check_secrets(provider, signing, config)
+        for each in plan:
+            self._check_destination(each.url, each.secret, each.at)
         ttl = body.ttl_seconds or provider.default_ttl_seconds(body.retry_window_seconds)
         _check_ttl(ttl, body.retry_window_seconds)
         ingest_id = secrets.token_urlsafe(INGEST_ID_BYTES)
@@ -107,14 +122,19 @@ class Sources:
                 cur, tenant_id=tenant_id, name=body.name, provider=provider.name,
                 ingest_hash=ingest_hash(ingest_id), sealed=sealed, config=json.dumps(config),
                 destination_url=dest.url, timeout_seconds=dest.timeout_seconds,
+                destination_name=dest.name,
                 ttl_seconds=ttl, retry_window_seconds=body.retry_window_seconds,
-                max_in_flight=body.max_in_flight, keep_body_seconds=body.keep_body_seconds,
+                max_in_flight=dest.max_in_flight or body.max_in_flight,
+                keep_body_seconds=body.keep_body_seconds,
                 state="active", created_at=now, updated_at=now, paused_until=None,
                 last_error=None, last_error_at=None,
                 max_pause_seconds=body.max_pause_seconds, last_taken_at=None,
-                rate_interval_us=_interval(config["forward"]),
+                rate_interval_us=interval(config["forward"]),
                 alert_after_seconds=body.alert_after_seconds,
                 backlog_alert_seconds=body.backlog_alert_seconds)
+            for position, each in enumerate(plan[1:], 1):
+                self.store.add_destination(cur, source, position, each.name,
+                                           self._own(each, body.max_in_flight))
         return self._shown(source, Queue(0, 0, 0, None))
 
     def get(self, tenant_id: int, name: str) -> Shown:
@@ -142,22 +162,33 @@ class Sources:
         config = source.options
         if body.signature is not None or body.event_id is not None or \
                 body.event_type is not None:
-            config = {**_config(provider.name,
-                                _plain(body.signature) or config.get("signature"),
-                                _plain(body.event_id) or config.get("event_id"),
-                                _plain(body.event_type) or config.get("event_type")),
+            config = {**provider_config(provider.name,
+                                         plain(body.signature) or config.get("signature"),
+                                         plain(body.event_id) or config.get("event_id"),
+                                         plain(body.event_type) or config.get("event_type")),
                       "forward": config.get("forward", {})}
         if body.secrets is not None:
             sealed["secrets"] = list(body.secrets)
-        _check_secrets(provider, sealed["secrets"], config)
+        check_secrets(provider, sealed["secrets"], config)
         changes: dict[str, Any] = {}
-        if body.destination is not None:
-            dest = body.destination
-            config["forward"] = _forward(dest)
-            self._check_destination(dest.url, dest.secret)
+        views = self.store.views(source)
+        plan = planned(body.destination, body.destinations, required=False,
+                       default_name=source.destination_name)
+        given = {p.name: p for p in plan or ()}
+        if plan is not None and views[0].destination_name not in given:
+            raise errors.InvalidRequest(
+                f"destinations: the first destination, {views[0].destination_name!r}, stays "
+                "(its deliveries and the v1.1 `destination` are its): give it too",
+                details={"field": "destinations"})
+        for each in plan or ():
+            self._check_destination(each.url, each.secret, each.at)
+        if (dest := given.get(views[0].destination_name)) is not None:
+            config["forward"] = dest.forward
             sealed.update(headers=dest.headers, destination_secret=dest.secret)
             changes.update(destination_url=dest.url, timeout_seconds=dest.timeout_seconds,
-                           rate_interval_us=_interval(config["forward"]), rate_tat=None)
+                           rate_interval_us=interval(config["forward"]), rate_tat=None)
+            if dest.max_in_flight is not None:
+                changes["max_in_flight"] = dest.max_in_flight
         changes["config"] = json.dumps(config)  # with the new destination's forward options
         for name_ in ("ttl_seconds", "retry_window_seconds", "max_in_flight",
                       "keep_body_seconds", "max_pause_seconds", "alert_after_seconds",
@@ -170,9 +201,42 @@ class Sources:
         now = self.clock()
         with self.store.transaction() as cur:
             self.store.change(cur, source, changes, now)
-            if _held_by(config) != _held_by(source.options):
+            if held_by(config.get("forward", {})) != held_by(source.forward):
                 self.store.unkey(cur, source, now)  # held by the ordering it had
+            if plan is not None:
+                self._destinations(cur, source, views[1:], plan, now)
         return self.get(tenant_id, name)
+
+    def _destinations(self, cur: Any, source: Source, later: list[Source],
+                      plan: list[Planned], now: Micros) -> None:
+        """The destinations after the first as `plan` has them: each kept one changed (its
+        keys forgotten when its ordering changed), each new one added at the first free
+        position, each left out removed; 400 for one left out that has deliveries."""
+        given = {p.name: p for p in plan[1:] if p.name != source.destination_name}
+        for view in later:
+            if view.destination_name not in given and not self.store.remove_destination(
+                    cur, view):
+                raise errors.InvalidRequest(
+                    f"destinations: {view.destination_name!r} has deliveries and stays: give it "
+                    "too (a pause stops its forwarding)", details={"field": "destinations"})
+        kept = {v.destination_name: v for v in later if v.destination_name in given}
+        free = iter(sorted(set(range(1, route_specs.MAX_DESTINATIONS))
+                           - {v.destination_position for v in kept.values()}))
+        for name_, each in given.items():
+            own = self._own(each, kept[name_].max_in_flight if name_ in kept
+                            else source.max_in_flight)
+            if name_ not in kept:
+                self.store.add_destination(cur, source, next(free), name_, own)
+                continue
+            self.store.change_destination(cur, kept[name_], own)
+            if held_by(each.forward) != held_by(kept[name_].forward):
+                self.store.unkey(cur, kept[name_], now)
+
+    def _own(self, each: Planned, max_in_flight: int) -> dict:
+        """A later destination's own row: its limits, choices and sealed secrets."""
+        return each.row(max_in_flight) | {"config": json.dumps(each.forward), "sealed":
+                                          self.sealer.seal({"headers": each.headers,
+                                                            "destination_secret": each.secret})}
 
     def resume(self, tenant_id: int, name: str) -> Shown:
         """End the source's pauses, an operator's (its time does not count toward the
@@ -245,16 +309,26 @@ class Sources:
                                                 "setting": "KEYSTORE_SECRET_KEY"}) from None
 
     def _shown(self, source: Source, queue: Queue) -> Shown:
+        through = tuple(self._through(v) for v in self.store.views(source))
         try:
             sealed = self.sealer.open(source.sealed)
         except ValueError:  # shown as broken; the list never fails for one source
             return Shown(source, None, None, [], None, queue, "broken",
-                         paused_of(source, self.clock()))
+                         paused_of(source, self.clock()), through)
         return Shown(source, sealed["ingest_id"], len(sealed["secrets"]),
                      sorted(sealed.get("headers") or {}),
                      bool(sealed.get("destination_secret")), queue,
                      "failing" if source.last_error else "ok",
-                     paused_of(source, self.clock()))
+                     paused_of(source, self.clock()), through)
+
+    def _through(self, view: Source) -> Through:
+        try:
+            sealed = self.sealer.open(view.destination_sealed or view.sealed)
+        except ValueError:
+            return Through(view, [], None, "broken")
+        return Through(view, sorted(sealed.get("headers") or {}),
+                       bool(sealed.get("destination_secret")),
+                       "failing" if view.last_error else "ok")
 
     def _provider(self, name: str) -> providers.Provider:
         if name not in providers.names():
@@ -263,102 +337,17 @@ class Sources:
                 details={"field": "provider"})
         return providers.provider(name)
 
-    def _check_destination(self, url: str, secret: Optional[str]) -> None:
+    def _check_destination(self, url: str, secret: Optional[str], at: str) -> None:
         try:
             self.outbound.check(url)
         except destinations.Refused as exc:
-            raise errors.InvalidRequest(str(exc), details={"field": "destination.url"}) \
-                from None
+            raise errors.InvalidRequest(str(exc), details={"field": f"{at}.url"}) from None
         if secret is not None:
             try:
                 providers.provider("standard").check_secret(secret)
             except providers.BadSecret as exc:
-                raise errors.InvalidRequest(f"destination.secret: {exc}",
-                                            details={"field": "destination.secret"}) from None
-
-
-def _plain(model: Any) -> Optional[dict]:
-    """A validated model as the plain dict it is stored as (None stays None)."""
-    if model is None or isinstance(model, dict):
-        return model
-    return model.model_dump(by_alias=True, exclude_none=True)
-
-
-def _config(provider: str, signature: Optional[dict], event_id: Optional[dict],
-            event_type: Optional[dict] = None) -> dict:
-    """The provider options: only `generic` takes a signature rule, an event-id rule and
-    an event-type rule (optional: without one its events have no type)."""
-    if provider != "generic":
-        if signature is not None or event_id is not None or event_type is not None:
-            raise errors.InvalidRequest("signature, event_id and event_type are for generic "
-                                        "sources", details={"field": "signature"})
-        return {}
-    if event_id is None or ("header" in event_id) == ("json" in event_id):
-        raise errors.InvalidRequest("a generic source's event_id is {\"header\": NAME} or "
-                                    "{\"json\": [JSON pointers]}", details={"field": "event_id"})
-    config = {"signature": signature, "event_id": event_id}
-    if event_type is not None:
-        config["event_type"] = event_type
-    try:
-        providers.provider(provider).validate_config(config)
-    except ValueError as exc:
-        raise errors.InvalidRequest(str(exc), details={"field": "event_id"}) from None
-    return config
-
-
-def _check_secrets(provider: providers.Provider, signing: list[str], config: dict) -> None:
-    if not provider.needs_secret(config):
-        if signing:
-            raise errors.InvalidRequest("a generic source without a signature takes no secrets",
-                                        details={"field": "secrets"})
-        return
-    if not signing:
-        raise errors.InvalidRequest("this provider signs its webhooks: give its signing "
-                                    "secret (two during a rotation)",
-                                    details={"field": "secrets"})
-    for n, secret in enumerate(signing):
-        try:
-            provider.check_secret(secret)
-        except providers.BadSecret as exc:
-            raise errors.InvalidRequest(f"secrets.{n}: {exc}",
-                                        details={"field": f"secrets.{n}"}) from None
-
-
-def _forward(dest: Any) -> dict:
-    """The destination's forwarding choices kept with the source's options: its filter and
-    its ordering (each absent when it has none) in route_specs' normal form. InvalidRequest
-    naming the field for a filter or an ordering route_specs refuses."""
-    forward = {"retry_statuses": sorted(set(dest.retry_statuses)),
-               "delivered_header": dest.delivered_header}
-    if dest.rate is not None:
-        forward["rate"] = _rate(dest.rate)
-    if dest.filter is not None:
-        try:
-            parsed = route_specs.parse_filter(dest.filter, at="destination.filter")
-        except route_specs.RouteError as exc:
-            raise errors.InvalidRequest(str(exc), details={"field": "destination.filter"}) \
-                from None
-        forward["filter"] = route_specs.filter_json(parsed)
-    if dest.ordering is not None:
-        forward["ordering"] = route_specs.ordering_json(_ordering(dest.ordering))
-    return forward
-
-
-def _ordering(given: Any) -> Ordering:
-    """A destination's ordering read by route_specs."""
-    at = "destination.ordering"
-    try:
-        parsed = route_specs.parse_ordering(given, at=at)
-    except route_specs.RouteError as exc:
-        raise errors.InvalidRequest(str(exc), details={"field": at}) from None
-    return parsed
-
-
-def _held_by(config: dict) -> tuple[Optional[str], Optional[str]]:
-    """The key pointer and mode of the ordering in `config` (stored options) that the take
-    holds events by (gateway/ordering.py), or (None, None)."""
-    given = config.get("forward", {}).get("ordering") or {}
-    return given.get("key"), given.get("mode")
+                raise errors.InvalidRequest(f"{at}.secret: {exc}",
+                                            details={"field": f"{at}.secret"}) from None
 
 
 def _check_ttl(ttl: int, retry_window: int) -> None:
@@ -367,28 +356,3 @@ def _check_ttl(ttl: int, retry_window: int) -> None:
             "ttl_seconds must be at least retry_window_seconds plus a day: an event id is "
             "never forgotten while its forwarding is still retried",
             details={"field": "ttl_seconds", "minimum": retry_window + DAY})
-
-
-def _rate(given: Any) -> dict:
-    """A destination's rate in its normal form ({"per_second": n} or {"per_minute": n});
-    InvalidRequest naming the field (destination.rate.per_second: ...) for one route_specs
-    refuses."""
-    if isinstance(given, dict):  # JSON has one number type: 5.0 is 5, as Int reads it
-        given = {k: int(v) if isinstance(v, float) and v.is_integer() else v
-                 for k, v in given.items()}
-    try:
-        rate = route_specs.parse_rate(given, at="destination.rate")
-    except route_specs.RouteError as exc:
-        raise errors.InvalidRequest(str(exc), details={"field": "destination.rate"}) from None
-    return {"per_second" if rate.per_seconds == 1 else "per_minute": rate.count}
-
-
-def _interval(forward: dict) -> Optional[int]:
-    """The microseconds between two forwards at the destination's rate (None: no rate), as
-    the take's GCRA reads them (storage/take.py): rounded up, so the rate is never exceeded
-    (7/s: 142,858 us)."""
-    rate = forward.get("rate")
-    if rate is None:
-        return None
-    per, count = (1, rate["per_second"]) if "per_second" in rate else (60, rate["per_minute"])
-    return -(-per * SECOND // count)

@@ -85,6 +85,12 @@ def _unpark(parked_only: bool) -> Any:
         next_attempt_at=bindparam("now"))
 
 
+# a record's deliveries by state (its end: every one delivered, filtered or superseded;
+# Forwarding._settle_record), read after its row is locked
+_STATES_OF = select(E.state, func.count()).where(
+    E.tenant_id == bindparam("tid"), E.record_id == bindparam("rid")).group_by(E.state)
+
+
 @dataclass(frozen=True, slots=True)
 class Health:
     """What an attempt says of its source's destination (HookStore.source_changes): it
@@ -121,7 +127,9 @@ class HookStore:
             {n: bindparam(n) for n in cols}), d).text
         self._unpark = {p: Sql(_unpark(p), d) for p in (False, True)}
         self._waiting_on = Sql(_WAITING_ON_ONE, d)
-        self._of_record = Sql(select(hook_events).where(E.record_id == bindparam("rid")), d)
+        self._of_record = Sql(select(hook_events).where(E.record_id == bindparam("rid"))
+                              .order_by(E.destination_id), d)
+        self._states_of = Sql(_STATES_OF, d)
         self._by_id = Sql(select(hook_events).where(E.id == bindparam("id")), d)
         self._reset = Sql(update(hook_events).where(E.id == bindparam("eid")).values(  # all
             {c.name: bindparam(c.name) for c in hook_events.c if c.name not in _OWN}
@@ -191,9 +199,13 @@ class HookStore:
         if rows:
             cur.executemany(self._add_quietly, rows)
 
-    def of_record(self, cur: Any, record_id: int) -> Optional[Event]:
-        row = self._of_record.one(cur, {"rid": record_id})
-        return Event(*row) if row else None
+    def of_record(self, cur: Any, record_id: int) -> list[Event]:
+        """The record's deliveries, one per destination, in the destinations' order."""
+        return [Event(*row) for row in self._of_record.all(cur, {"rid": record_id})]
+
+    def states_of(self, cur: Any, tenant_id: int, record_id: int) -> dict[str, int]:
+        """How many of the record's deliveries are in each state."""
+        return dict(self._states_of.all(cur, {"tid": tenant_id, "rid": record_id}))
 
     def by_id(self, cur: Any, event_pk: int) -> Optional[Event]:
         row = self._by_id.one(cur, {"id": event_pk})
@@ -310,23 +322,27 @@ class HookStore:
 
     def page(self, tenant_id: int, source: Optional[str], state: Optional[str],
              event_id: Optional[str], limit: int, after: Optional[tuple[int, int]],
-             event_type: Optional[str] = None, *, now: Micros
-             ) -> tuple[list[tuple[str, Event, Optional[str]]], dict[int, list[Attempt]]]:
+             event_type: Optional[str] = None, *, now: Micros, destination: Optional[str] = None
+             ) -> tuple[list[tuple[str, Event, Optional[str], str]], dict[int, list[Attempt]]]:
         """Up to `limit` of a tenant's events, newest first (after `after`: the
         (received_at, id) of the last one shown), each with its source's name, the event id
         it waits on at `now` (an ordered destination's: waiting_on) and without
+        its destination's name, without
         its body (`body` is b"" while kept, None once dropped) or its headers (`headers` is
         "[]": a listing shows neither, and 500 events sent with 100 headers of 8 KB each
         would be 400 MB read; issue 25, item 8), and their newest attempts."""
         cols = [c for c in hook_events.c if c.name not in ("body", "headers")]
-        stmt = (select(S.name, *cols, _WAITING_ON, E.body.is_not(None)).join(hook_sources,
-                                                                 S.id == E.source_id)
+        stmt = (select(S.name, *cols, D.name, _WAITING_ON, E.body.is_not(None))
+                .join(hook_sources, S.id == E.source_id)
+                .join(hook_destinations, D.id == E.destination_id)
                 .where(E.tenant_id == tenant_id)
                 .order_by(E.received_at.desc(), E.id.desc()).limit(limit))
         if source:
             stmt = stmt.where(S.name == source)
         if state:
             stmt = stmt.where(E.state == state)
+        if destination:
+            stmt = stmt.where(D.name == destination)
         if event_id:
             stmt = stmt.where(E.event_id == event_id)
         if event_type:  # a glob (domain/bulk.py)
@@ -339,7 +355,7 @@ class HookStore:
             rows = Sql(stmt.params(now=now), self.db.engine.dialect, bound=True).all(cur)
             attempts = self.attempts_of(cur, [row[1] for row in rows])
         return [(row[0], Event(body=b"" if row[-1] else None, headers="[]",
-                               **dict(zip(names, row[1:-2], strict=True))), row[-2])
+                               **dict(zip(names, row[1:-3], strict=True))), row[-2], row[-3])
                 for row in rows], attempts
 
     def waiting_on(self, cur: Any, event: Event, now: Micros) -> Optional[str]:

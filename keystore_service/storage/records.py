@@ -85,6 +85,8 @@ class RecordStore:
             R.tenant_id == bindparam("tenant_id"), R.scope == bindparam("scope"),
             R.key == bindparam("key")), dialect)
         self._by_id = Sql(select(records).where(R.id == bindparam("id")), dialect)
+        self._locked = Sql(select(records).where(
+            R.id == bindparam("id"), R.tenant_id == bindparam("tid")).with_for_update(), dialect)
         K = kept_payloads.c
         keep = (sqlite if db.sqlite else postgresql).insert(kept_payloads).values(
             record_id=bindparam("record_id"), incarnation=bindparam("incarnation"),
@@ -126,6 +128,12 @@ class RecordStore:
 
     def by_id(self, cur: Any, record_id: int) -> Optional[Record]:
         row = self._by_id.one(cur, {"id": record_id})
+        return Record(*row) if row else None
+
+    def locked(self, cur: Any, tenant_id: int, record_id: int) -> Optional[Record]:
+        """The record, its row locked till the transaction ends (PostgreSQL: FOR UPDATE;
+        SQLite's write lock holds every row already)."""
+        row = self._locked.one(cur, {"id": record_id, "tid": tenant_id})
         return Record(*row) if row else None
 
     def attempt_history(self, record_id: int) -> list[dict]:

@@ -8,8 +8,9 @@ from sqlalchemy import BigInteger, CheckConstraint, Column, ForeignKey, Integer,
 
 from keystore_service.storage.tables import Id, exact_text, metadata
 
-# A source's destination: where its events go (its headers and secret are sealed in the
-# source's `sealed`, its forwarding options in the source's config `forward`), its limits,
+# A source's destination: where its events go (its headers and secret sealed in its own
+# `sealed`, or in the source's; its forwarding options in its `config`, or in the source's
+# config `forward`), its limits,
 # and where its forwarding is: a pause (a Retry-After's, `paused_until`; an operator's, since
 # `operator_paused_at` until `operator_paused_until` if set, with its reason), its last
 # error, a failing run and its next probe, the take's turn (`last_taken_at`, storage/take.py)
@@ -38,6 +39,10 @@ hook_destinations = Table(
     Column("probe_at", BigInteger, nullable=True),
     Column("rate_interval_us", BigInteger, nullable=True),
     Column("rate_tat", BigInteger, nullable=True),
+    # 0023: a destination's own forwarding options (JSON, as a source's config `forward`)
+    # and its sealed {headers, destination_secret}; null: its source's (the v1.1 one's)
+    Column("config", Text, nullable=True),
+    Column("sealed", Text, nullable=True),
     UniqueConstraint("tenant_id", "source_id", "name"),  # tenant_id: docs/scaling.md, rule 1
     UniqueConstraint("tenant_id", "source_id", "position"),
     CheckConstraint("length(name) BETWEEN 1 AND 64", name="name_length"),

@@ -6,7 +6,7 @@ import json
 from dataclasses import MISSING, dataclass, fields
 from typing import Any, Optional
 
-from sqlalchemy import and_, bindparam, case, func, null, select, update
+from sqlalchemy import and_, bindparam, case, delete, func, null, select, update
 
 from keystore_service.domain.deliveries import DeliveryState as Q
 from keystore_service.domain.records import Micros
@@ -60,6 +60,20 @@ class Source:
     # migration 0021: the destination this row sees the source through (its events' own)
     destination_id: int = 0
     destination_name: str = "default"
+    # migration 0023: the destination's own forwarding options and sealed headers and secret
+    # (None: the source's, as the v1.1 destination has them), and how many the source has
+    destination_config: Optional[str] = None
+    destination_sealed: Optional[str] = None
+    fanout: int = 1
+    destination_position: int = 0
+
+    @property
+    def forward(self) -> dict:
+        """The destination's forwarding choices: retry_statuses, delivered_header, rate,
+        filter, ordering (each absent when it has none)."""
+        if self.destination_config is not None:
+            return json.loads(self.destination_config)
+        return self.options.get("forward", {})
 
     @property
     def options(self) -> dict:
@@ -103,12 +117,24 @@ OF_DESTINATION = {"destination_url": "url", "timeout_seconds": "timeout_seconds"
                   "operator_paused_until": "operator_paused_until",
                   "pause_reason": "pause_reason", "failing_since": "failing_since",
                   "probe_at": "probe_at", "rate_interval_us": "rate_interval_us",
-                  "rate_tat": "rate_tat", "destination_id": "id", "destination_name": "name"}
+                  "rate_tat": "rate_tat", "destination_id": "id", "destination_name": "name",
+                  "destination_config": "config", "destination_sealed": "sealed",
+                  "destination_position": "position"}
+_F = hook_destinations.alias("f")
+# Source's fields read by a subquery: the take's SQL spells them in text (storage/take.py)
+COMPUTED = {"fanout": select(func.count()).select_from(_F).where(
+    _F.c.source_id == S.id).scalar_subquery()}
 SOURCE_COLUMNS = [D[OF_DESTINATION[f.name]].label(f.name) if f.name in OF_DESTINATION
+                  else COMPUTED[f.name].label(f.name) if f.name in COMPUTED
                   else S[f.name] for f in fields(Source)]
 # a source and its first destination (the take's SQL spells the same in text: storage/take.py)
 WITH_DESTINATION = hook_sources.join(hook_destinations, (D.source_id == S.id) &
                                      (D.tenant_id == S.tenant_id) & (D.position == 0))
+
+
+# a source with each of its destinations (one row each: the forwarding's views of it)
+WITH_DESTINATIONS = hook_sources.join(hook_destinations, (D.source_id == S.id) &
+                                      (D.tenant_id == S.tenant_id))
 
 
 def _read() -> Any:
@@ -128,6 +154,8 @@ class SourceStore:
             S.tenant_id == bindparam("tenant_id"), S.name == bindparam("name")), d)
         self._by_id = Sql(_read().where(S.id == bindparam("id")), d)
         self._by_ingest = Sql(_read().where(S.ingest_hash == bindparam("h")), d)
+        self._views = Sql(select(*SOURCE_COLUMNS).select_from(WITH_DESTINATIONS).where(
+            S.id == bindparam("id"), S.tenant_id == bindparam("tid")).order_by(D.position), d)
         self._all = Sql(_read().where(S.tenant_id == bindparam("tenant_id"))
                         .order_by(S.name), d)
         sid, tid = bindparam("sid"), bindparam("tid")
@@ -139,11 +167,15 @@ class SourceStore:
             update(hook_sources).where(S.id == sid, S.tenant_id == tid).values(
             {n: bindparam(n)}), d) for n in CHANGEABLE}
         self._unkey = Sql(update(hook_events).where(
-            E.tenant_id == bindparam("tid"), E.source_id == bindparam("sid"), E.ordering_key.is_not(None)).values(
+            E.tenant_id == bindparam("tid"), E.destination_id == bindparam("did"),
+            E.ordering_key.is_not(None)).values(
             ordering_key=null(), ordering_mode=null(), next_attempt_at=case(
                 (and_(E.state == Q.QUEUED.value, E.next_attempt_at.is_(None)),
                  bindparam("now")), else_=E.next_attempt_at)), d)
         did = bindparam("did")
+        self._delivers = Sql(select(E.id).where(E.tenant_id == tid, E.destination_id == did)
+                             .limit(1), d)
+        self._remove = Sql(delete(hook_destinations).where(D.id == did, D.tenant_id == tid), d)
         self._resume = Sql(update(hook_destinations).where(
             D.id == did, D.tenant_id == tid).values(paused_until=null()), d)
         # the destination's events whose next attempt the pause set (or a backoff it
@@ -173,10 +205,37 @@ class SourceStore:
         (sid,) = self._add.one(cur, {c.name: given[c.name] for c in hook_sources.c
                                      if c.name != "id"})
         self._add_destination.run(cur, {
-            "tenant_id": given["tenant_id"], "source_id": sid, "name": "default", "position": 0,
+            "tenant_id": given["tenant_id"], "source_id": sid, "position": 0,
             **{column: given[name] for name, column in OF_DESTINATION.items()
-               if column not in ("id", "name")}})
+               if column != "id"}})
         return Source(*self._by_id.one(cur, {"id": sid}))
+
+    def add_destination(self, cur: Any, source: Source, position: int, name: str,
+                        values: dict) -> None:
+        """A destination after the first: `values` its url, timeout_seconds, max_in_flight,
+        rate_interval_us, rate_tat, config and sealed; the caller's IntegrityError for a
+        name or position the source has."""
+        self._add_destination.run(cur, {c.name: None for c in hook_destinations.c
+                                        if c.name != "id"} | values | {
+            "tenant_id": source.tenant_id, "source_id": source.id, "name": name,
+            "position": position})
+
+    def change_destination(self, cur: Any, view: Source, values: dict) -> None:
+        """The columns `values` of the destination `view` is seen through."""
+        stmt = update(hook_destinations).where(D.id == bindparam("did"),
+                                               D.tenant_id == bindparam("tid")).values(
+            {name: bindparam(name) for name in values})
+        Sql(stmt, self.db.engine.dialect).run(cur, {"did": view.destination_id,
+                                                     "tid": view.tenant_id, **values})
+
+    def remove_destination(self, cur: Any, view: Source) -> bool:
+        """Delete the destination `view` is seen through if no delivery goes to it (its
+        kept versions go with it); False when one does (nothing is deleted)."""
+        ids = {"did": view.destination_id, "tid": view.tenant_id}
+        if self._delivers.one(cur, ids) is not None:
+            return False
+        self._remove.run(cur, ids)
+        return True
 
     def named(self, tenant_id: int, name: str, cur: Any = None) -> Optional[Source]:
         row = self._one(self._by_name, {"tenant_id": tenant_id, "name": name}, cur)
@@ -185,6 +244,15 @@ class SourceStore:
     def by_id(self, source_id: int, cur: Any = None) -> Optional[Source]:
         row = self._one(self._by_id, {"id": source_id}, cur)
         return Source(*row) if row else None
+
+    def views(self, source: Source, cur: Any = None) -> list[Source]:
+        """The source seen through each of its destinations, in their order (the first is
+        `source` itself, as named() and by_id() read it)."""
+        ids = {"id": source.id, "tid": source.tenant_id}
+        if cur is not None:
+            return [Source(*row) for row in self._views.all(cur, ids)]
+        with self.db.connection() as c:
+            return [Source(*row) for row in self._views.all(c, ids)]
 
     def by_ingest_hash(self, ingest_hash: str) -> Optional[Source]:
         row = self._one(self._by_ingest, {"h": ingest_hash})
@@ -200,11 +268,11 @@ class SourceStore:
             self._change[name].run(cur, {**ids, name: value})
         self._touched.run(cur, ids)
 
-    def unkey(self, cur: Any, source: Source, now: Micros) -> None:
-        """Forget the source's events' keys of an ordering it no longer has (another mode, key
-        or none): its queued events are no longer held by it, and the parked ones
-        (storage/take.py) are due now."""
-        self._unkey.run(cur, {"tid": source.tenant_id, "sid": source.id, "now": now})
+    def unkey(self, cur: Any, view: Source, now: Micros) -> None:
+        """Forget the keys of the deliveries to `view`'s destination of an ordering it no
+        longer has (another mode, key or none): its queued events are no longer held by
+        it, and the parked ones (storage/take.py) are due now."""
+        self._unkey.run(cur, {"tid": view.tenant_id, "did": view.destination_id, "now": now})
 
     def resume(self, cur: Any, source: Source, now: Micros) -> None:
         """End the source's pauses, the operator's (its time added to the waiting events'
@@ -296,5 +364,5 @@ class SourceStore:
             return stmt.one(c, params)
 
 
-assert {c.name for c in hook_sources.c} | set(OF_DESTINATION) == {
+assert {c.name for c in hook_sources.c} | set(OF_DESTINATION) | set(COMPUTED) == {
     f.name for f in fields(Source)}, "a field of Source is a column of neither table"

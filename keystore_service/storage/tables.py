@@ -310,8 +310,7 @@ hook_events = Table(
     Column("id", Id, primary_key=True),
     Column("tenant_id", Integer, ForeignKey("tenants.id"), nullable=False),
     Column("source_id", Integer, ForeignKey("hook_sources.id"), nullable=False),
-    Column("record_id", Id, ForeignKey("records.id", ondelete="CASCADE"), nullable=False,
-           unique=True),
+    Column("record_id", Id, ForeignKey("records.id", ondelete="CASCADE"), nullable=False),
     Column("event_id", exact_text(), nullable=False),
     Column("state", String(12), nullable=False),
     Column("body", LargeBinary, nullable=True),  # None once dropped (keep_body_seconds)
@@ -337,6 +336,8 @@ hook_events = Table(
                     name="state"),
     CheckConstraint(f"state <> '{DeliveryState.DELIVERING.value}' OR lease_until IS NOT NULL",
                     name="lease"),
+    # 0023: one delivery per (record, destination); a record's deliveries (its settle)
+    UniqueConstraint("record_id", "destination_id"),
     Index(None, "destination_id", "state", "next_attempt_at"),  # a destination's due (take)
     Index(None, "source_id", "state", "received_at"),  # a source's oldest queued (0011)
     Index(None, "tenant_id", "received_at"),

@@ -187,7 +187,9 @@ def _candidates_sqlite(kind: int) -> str:
 
 
 # A source's row as storage/sources.py reads it, seen through the destination taken (0021).
+_COMPUTED = {"fanout": "(SELECT count(*) FROM hook_destinations f WHERE f.source_id = s.id)"}
 _SOURCE_COLUMNS = ", ".join(f"d.{OF_DESTINATION[f.name]}" if f.name in OF_DESTINATION
+                            else _COMPUTED[f.name] if f.name in _COMPUTED
                             else f"s.{f.name}" for f in fields(Source))
 _WITH_DESTINATION = ("hook_sources s JOIN hook_destinations d ON d.source_id = s.id AND "
                      "d.tenant_id = s.tenant_id")

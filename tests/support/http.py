@@ -38,6 +38,10 @@ class Http:
         r = self.client.post(path, headers={**self._auth(token), **(headers or {})}, **kwargs)
         return r.status_code, r.get_json(silent=True), r.headers
 
+    def patch(self, path, body=None, *, token=...):
+        r = self.client.patch(path, json=body, headers=self._auth(token))
+        return r.status_code, r.get_json(silent=True), r.headers
+
     def get(self, path, *, token=..., **params):
         r = self.client.get(path, query_string=params, headers=self._auth(token))
         return r.status_code, r.get_json(silent=True), r.headers

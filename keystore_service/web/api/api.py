@@ -8,6 +8,7 @@ from flask import Blueprint, g, request
 
 from keystore_service import errors
 from keystore_service.domain import canonical, versions
+from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.domain.records import MAX_RESULT_BYTES, Outcome
 from keystore_service.gateway.rules import SCOPE_PREFIX, is_hook_scope
 from keystore_service.service.auth import require_operator
@@ -274,7 +275,11 @@ def _resolve_hook(body: schemas.ResolveRequest):
                                     details={"field": "action"})
     ks = keystore()
     source = body.scope[len(SCOPE_PREFIX):]  # is_hook_scope: the scope is hook:<source>
-    ks.gateway.deliveries.redeliver(g.principal.tenant_id, source, body.key, force=True)
+    deliveries = ks.gateway.deliveries
+    detail = deliveries.detail(g.principal.tenant_id, source, body.key)
+    failed = [name for name, e in detail.deliveries if e.state == DeliveryState.FAILED]
+    for name in failed or [None]:  # the failed deliveries; else the one there is (or 400)
+        deliveries.redeliver(g.principal.tenant_id, source, body.key, True, name)
     record = ks.service.lookup(g.principal.tenant_id, body.scope, body.key)
     return respond({"record": _record(record), "closed_reviews": []}, 200, record)
 

@@ -12,6 +12,7 @@ from keystore_service.domain import versions
 from keystore_service.domain.deliveries import DeliveryState
 from keystore_service.gateway.deliveries import Delivery
 from keystore_service.gateway.sources import Paused, Shown
+from keystore_service.storage.sources import Source
 from keystore_service.service.auth import require_operator
 from keystore_service.web.api import bodies, gateway_schemas, parsing
 from keystore_service.web.api.render import respond, rfc3339
@@ -103,22 +104,31 @@ def ingest_url(ingest_id: str) -> str:
     return base.rstrip("/") + "/hooks/" + ingest_id
 
 
+def destination_json(view: Source, header_names: list[str], has_secret: Optional[bool]
+                     ) -> dict:
+    forward = view.forward
+    return {"url": view.destination_url, "header_names": header_names,
+            "has_secret": has_secret, "timeout_seconds": view.timeout_seconds,
+            "rate": forward.get("rate"),  # its normal form, or null
+            "retry_statuses": forward.get("retry_statuses", []),
+            "delivered_header": forward.get("delivered_header"),
+            "filter": forward.get("filter"),  # its normal form, or null
+            "ordering": forward.get("ordering")}
+
+
 def source_json(shown: Shown) -> dict:
     s, q = shown.source, shown.queue
     options = s.options
-    forward = options.get("forward", {})
     return {
         "name": s.name, "provider": s.provider, "state": s.state,
         "health": shown.health,  # "broken": no configured key opens its secrets
         "ingest_url": ingest_url(shown.ingest_id) if shown.ingest_id is not None else None,
-        "destination": {"url": s.destination_url, "header_names": shown.header_names,
-                        "has_secret": shown.has_destination_secret,
-                        "timeout_seconds": s.timeout_seconds,
-                        "rate": forward.get("rate"),  # its normal form, or null
-                        "retry_statuses": forward.get("retry_statuses", []),
-                        "delivered_header": forward.get("delivered_header"),
-                        "filter": forward.get("filter"),  # its normal form, or null
-                        "ordering": forward.get("ordering")},
+        "destination": destination_json(s, shown.header_names, shown.has_destination_secret),
+        "destinations": [destination_json(t.view, t.header_names, t.has_secret) | {
+            "name": t.view.destination_name, "max_in_flight": t.view.max_in_flight,
+            "health": t.health, "paused_until": rfc3339(t.view.paused_until),
+            "last_error": t.view.last_error, "last_error_at": rfc3339(t.view.last_error_at)}
+            for t in shown.destinations],
         "signature": options.get("signature"), "event_id": options.get("event_id"),
         "event_type": options.get("event_type"),
         "secrets": shown.secret_count, "ttl_seconds": s.ttl_seconds,
@@ -149,7 +159,7 @@ def list_deliveries():
     require_operator(g.principal)
     q = parsing.validate(gateway_schemas.DeliveriesQuery, request.args.to_dict())
     page, cursor = _ks().deliveries.list(g.principal.tenant_id, q.source, q.state, q.event_id,
-                                         q.limit, q.cursor, q.event_type)
+                                         q.limit, q.cursor, q.event_type, q.destination)
     return respond({"deliveries": [delivery_json(d) for d in page], "next_cursor": cursor})
 
 
@@ -158,7 +168,7 @@ def redeliver():
     require_operator(g.principal)
     body = parsing.body(gateway_schemas.Redeliver)
     done = _ks().deliveries.redeliver(g.principal.tenant_id, body.source, body.event_id,
-                                      body.force)
+                                      body.force, body.destination)
     return respond({"delivery": delivery_json(done)}, 202)
 
 
@@ -166,7 +176,8 @@ def redeliver():
 def retry_now():
     require_operator(g.principal)
     body = parsing.body(gateway_schemas.Retry)
-    due = _ks().deliveries.retry(g.principal.tenant_id, body.source, body.event_id)
+    due = _ks().deliveries.retry(g.principal.tenant_id, body.source, body.event_id,
+                                 body.destination)
     return respond({"due": due}, 202)
 
 
@@ -181,4 +192,4 @@ def delivery_json(d: Delivery) -> dict:
                                             }.items() if v is not None or k == "duration_ms"}
                          for a in d.attempts],
             "attempt_count": e.attempts, "body_kept": e.body is not None,
-            "waiting_on": d.waiting_on}
+            "waiting_on": d.waiting_on, "destination": d.destination}

@@ -128,6 +128,23 @@ class Destination(_Body):
     ordering: Optional[OrderingSpec] = None
 
 
+class NamedDestination(Destination):
+    """One of a source's `destinations`: a Destination with its name and its own
+    max_in_flight."""
+
+    name: Annotated[str, StringConstraints(pattern=NAME_PATTERN), Field(
+        description="1-64 of a-z 0-9 _ -, unique in the source's list; deliveries listings, "
+                    "redelivery, pauses and metrics name it")]
+    max_in_flight: Optional[Int(1, 256)] = Field(None, description=(
+        "Forwards to it at once across every relay; default: the source's max_in_flight"))
+
+
+Destinations = Annotated[list[NamedDestination], Field(min_length=1, max_length=10, description=(
+    "Up to 10, each a delivery of every event (its filter may decline it: `filtered`); the "
+    "record succeeds once each delivered, filtered or superseded. The first is what "
+    "`destination` shows. Give `destination` or `destinations`, not both"))]
+
+
 MAX_PAUSE = ("A 429 or 503 with Retry-After pauses the source's forwarding for at most this "
              "long (1 s to a day): a longer Retry-After is cut to it")
 
@@ -150,7 +167,9 @@ class SourceCreate(_Body):
     signature: Optional[Signature] = None
     event_id: Optional[EventIdRule] = None
     event_type: Optional[EventTypeRule] = None
-    destination: Destination
+    destination: Optional[Destination] = Field(None, description=(
+        "The one-destination form (its name is `default`); or give `destinations`"))
+    destinations: Optional[Destinations] = None
     ttl_seconds: Optional[Int(1, MAX_TTL_SECONDS)] = Field(None, description=TTL)
     retry_window_seconds: Int(60, 30 * DAY) = 3 * DAY
     max_in_flight: Int(1, 256) = 4
@@ -174,7 +193,11 @@ class SourceChange(_Body):
     signature: Optional[Signature] = Field(None, description=BY_PROVIDER)
     event_id: Optional[EventIdRule] = Field(None, description=BY_PROVIDER)
     event_type: Optional[EventTypeRule] = Field(None, description=BY_PROVIDER)
-    destination: Optional[Destination] = None
+    destination: Optional[Destination] = Field(None, description=(
+        "Replaces the first destination (its name stays)"))
+    destinations: Optional[Destinations] = Field(None, description=(
+        "Replaces the list: a destination is matched by its name (its deliveries and pauses "
+        "stay), a new name is added; one left out that has deliveries is refused with 400"))
     ttl_seconds: Optional[Int(1, MAX_TTL_SECONDS)] = Field(None, description=(
         "At least the retry window (given or stored) plus a day, else 400"))
     retry_window_seconds: Optional[Int(60, 30 * DAY)] = None
@@ -185,10 +208,15 @@ class SourceChange(_Body):
     backlog_alert_seconds: Optional[Int(0, 7 * DAY)] = Field(None, description=BACKLOG_ALERT)
 
 
+DestinationName = Annotated[str, StringConstraints(pattern=NAME_PATTERN), Field(
+    description="the source's destination; required for an event with several deliveries")]
+
+
 class Redeliver(_Body):
     source: SourceName
     event_id: Key
     force: bool = False
+    destination: Optional[DestinationName] = None
 
 
 class Retry(_Body):
@@ -197,6 +225,7 @@ class Retry(_Body):
 
     source: SourceName
     event_id: Optional[Key] = None
+    destination: Optional[DestinationName] = None
 
 
 def _instant(value: str) -> str:
@@ -221,6 +250,7 @@ class DeliveriesQuery(BaseModel):
     state: Optional[Literal[DELIVERY_STATES]] = None
     event_id: Optional[Key] = None
     event_type: Optional[TypeGlob] = None
+    destination: Optional[Annotated[str, StringConstraints(pattern=NAME_PATTERN)]] = None
     limit: QueryInt(1, 500) = 50
     cursor: Optional[Cursor] = None
 
@@ -242,6 +272,15 @@ class DestinationOut(_Out):
         "every event"))
     ordering: Optional[OrderingSpec] = Field(description=(
         "the destination's ordering per key in its normal form; null: none"))
+
+
+class NamedDestinationOut(DestinationOut):
+    name: str
+    max_in_flight: int
+    health: Literal["ok", "failing", "broken"]
+    paused_until: Optional[str] = Field(description="a Retry-After pause of this destination")
+    last_error: Optional[str]
+    last_error_at: Optional[str]
 
 
 class QueueOut(_Out):
@@ -269,7 +308,8 @@ class SourceOut(_Out):
         "ok; failing: its newest forward failed; broken: no configured key opens its "
         "secrets (its ingest answers 503; ingest_url, secrets and has_secret are null)"))
     ingest_url: Optional[str]
-    destination: DestinationOut
+    destination: DestinationOut = Field(description="the first of `destinations`")
+    destinations: list[NamedDestinationOut]
     signature: Optional[dict[str, Any]] = None
     event_id: Optional[dict[str, Any]] = None
     event_type: Optional[dict[str, Any]] = None
@@ -319,6 +359,7 @@ class DeliveryOut(_Out):
     body_kept: bool
     # a queued event an ordered destination holds: the event id of its key's one it waits on
     waiting_on: Optional[str] = None
+    destination: str = Field("default", description="the name of the source's destination")
 
 
 class DeliveriesResponse(_Out):
