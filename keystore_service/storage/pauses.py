@@ -37,8 +37,9 @@ class PauseSql:
         sid, tid, now = bindparam("sid"), bindparam("tid"), _micros("now")
         waiting = or_(E.state == Q.QUEUED.value, E.state == Q.DELIVERING.value)
         start, end = _micros("started"), _micros("end")
-        # the pause is on the source's destination (hook_destinations, 0020)
-        first = (D.source_id == sid, D.tenant_id == tid, D.position == 0)
+        # an operator's pause is on every destination of the source (hook_destinations,
+        # 0020; several since 0023), begun at one time, so it ends on all of them at once
+        first = (D.source_id == sid, D.tenant_id == tid)
         self.start = Sql(update(hook_destinations).where(*first).values(
             operator_paused_at=func.coalesce(D.operator_paused_at, now),
             operator_paused_until=bindparam("until"), pause_reason=bindparam("reason")), d)

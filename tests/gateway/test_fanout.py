@@ -246,3 +246,34 @@ def test_deliveries_that_end_at_once_end_the_record_once_both_did(gw_app, gw, si
         assert record(gw, f"ev{n}")["state"] == "succeeded", n
     with gw_app.extensions["keystore"].database.engine.connect() as conn:
         assert set(conn.execute(select(E.state)).scalars()) == {"delivered"}
+
+
+def test_an_operators_pause_holds_every_destination_and_ends_on_all(gw, sinks, forwarding,
+                                                                   clock):
+    source = two(gw, sinks)
+    status, body, _ = gw.post("/v1/sources/shop/pause", {"reason": "maintenance"})
+    assert status == 200, body
+    send(gw, source, "ev1")
+    assert forwarding.take(HOLDER, 10) == []  # neither destination forwards
+    assert {d["name"]: d["paused_until"] for d in body["source"]["destinations"]} == {
+        "billing": None, "crm": None}  # an operator's pause is not a Retry-After one
+    status, body, _ = gw.post("/v1/sources/shop/resume")
+    assert status == 200 and body["source"]["paused"] is None
+    assert sorted(pump(forwarding)) == ["delivered", "delivered"]
+    assert record(gw, "ev1")["state"] == "succeeded"
+
+
+def test_a_retry_after_pauses_only_its_destination(gw, sinks, forwarding, clock):
+    sinks[1].answer = lambda n, r: (503, {"Retry-After": "60"}) if n == 0 else 200
+    source = two(gw, sinks)
+    send(gw, source, "ev1")
+    assert sorted(pump(forwarding)) == ["delivered", "retry"]
+    send(gw, source, "ev2")
+    assert pump(forwarding) == ["delivered"]  # billing's; crm waits out its pause
+    assert deliveries(gw, "ev2") == {"billing": "delivered", "crm": "queued"}
+    got = {d["name"]: d for d in gw.get("/v1/sources/shop")[1]["source"]["destinations"]}
+    assert got["billing"]["paused_until"] is None and got["crm"]["paused_until"] is not None
+    assert got["crm"]["last_error"] == "HTTP 503" and got["crm"]["health"] == "failing"
+    clock.advance(61)
+    assert sorted(pump(forwarding)) == ["delivered", "delivered"]
+    assert [record(gw, e)["state"] for e in ("ev1", "ev2")] == ["succeeded", "succeeded"]

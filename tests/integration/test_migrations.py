@@ -576,3 +576,66 @@ def test_0022_keys_each_version_by_its_sources_first_destination_and_back(own_ur
     assert versions() == [(3, key, "17")]
     _to(own_url, "0022_destination_versions")
     assert versions() == [(5, key, "17")]
+
+
+def test_0023_lets_an_event_have_a_delivery_per_destination_and_back(own_url):
+    """0023 up and down with rows on both backends: at 0022 a record has one event row; at
+    0023 one per (record, destination), never two to one destination, and a destination
+    may keep its own options and sealed secrets; a downgrade keeps each record's delivery to
+    its source's first destination (with its attempts) and drops the later destinations."""
+    from sqlalchemy import text
+    _to(own_url, "0022_destination_versions", down=True)
+    engine = create_engine(normalise_url(own_url))
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO tenants (id, name, created_at) VALUES (1, 't', 0)"))
+        conn.execute(text(
+            "INSERT INTO hook_sources (id, tenant_id, name, provider, ingest_hash, sealed, "
+            "config, ttl_seconds, retry_window_seconds, keep_body_seconds, state, created_at, "
+            "updated_at) VALUES (3, 1, 's', 'generic', 'h', 'x', '{}', 999999, 3600, 0, "
+            "'active', 0, 0)"))
+        conn.execute(text(
+            "INSERT INTO hook_destinations (id, tenant_id, source_id, name, position, url, "
+            "timeout_seconds, max_in_flight) VALUES (5, 1, 3, 'default', 0, "
+            "'http://127.0.0.1/', 10, 4)"))
+        conn.execute(insert(records).values(row(scope="hook:s", key="e1", id=1)))
+    engine.dispose()
+
+    def run(sql: str) -> None:
+        e = create_engine(normalise_url(own_url))
+        with e.begin() as conn:
+            conn.execute(text(sql))
+        e.dispose()
+
+    def event(pk: int, did: int) -> str:
+        return ("INSERT INTO hook_events (id, tenant_id, source_id, record_id, event_id, "
+                "state, headers, received_at, window_start, attempts, destination_id) VALUES "
+                f"({pk}, 1, 3, 1, 'e1', 'delivered', '[]', 1, 1, 1, {did})")
+
+    def deliveries() -> list:
+        e = create_engine(normalise_url(own_url))
+        with e.connect() as conn:
+            found = [tuple(r) for r in conn.execute(text(
+                "SELECT e.id, e.destination_id, (SELECT count(*) FROM hook_attempts a WHERE "
+                "a.event_pk = e.id) FROM hook_events e ORDER BY e.id"))]
+        e.dispose()
+        return found
+    run(event(1, 5))
+    run("INSERT INTO hook_destinations (id, tenant_id, source_id, name, position, url, "
+        "timeout_seconds, max_in_flight) VALUES (6, 1, 3, 'crm', 1, 'http://127.0.0.1/', 10, 4)")
+    with pytest.raises(IntegrityError):  # at 0022: one row per record
+        run(event(2, 6))
+    run("DELETE FROM hook_destinations WHERE id = 6")
+    _to(own_url, "0023_deliveries")
+    run("INSERT INTO hook_destinations (id, tenant_id, source_id, name, position, url, "
+        "timeout_seconds, max_in_flight, config, sealed) VALUES (6, 1, 3, 'crm', 1, "
+        "'http://127.0.0.1/', 10, 4, '{}', 'y')")
+    run(event(2, 6))
+    run("INSERT INTO hook_attempts (event_pk, number, at, duration_ms, status_code) VALUES "
+        "(1, 1, 5, 3, 200), (2, 1, 5, 3, 200)")
+    with pytest.raises(IntegrityError):  # two deliveries of a record to one destination
+        run(event(3, 6))
+    assert deliveries() == [(1, 5, 1), (2, 6, 1)]
+    _to(own_url, "0022_destination_versions", down=True)
+    assert deliveries() == [(1, 5, 1)]
+    _to(own_url, "0023_deliveries")
+    assert deliveries() == [(1, 5, 1)]
