@@ -52,7 +52,8 @@ def _progress(job: Any) -> str:
 @TENANT
 @click.option("--action", type=click.Choice(ACTIONS), required=True)
 @click.option("--source", default=None)
-@click.option("--destination", default=None, help="A source's destination: default.")
+@click.option("--destination", default=None,
+              help="A destination's name (a one-destination source's is default).")
 @click.option("--state", type=click.Choice(DELIVERY_STATES), default=None)
 @click.option("--event-type", default=None, help="A glob: * any characters, ? one.")
 @click.option("--received-after", default=None, help="RFC 3339, inclusive.")

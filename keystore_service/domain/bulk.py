@@ -69,14 +69,15 @@ class Filter:
     schema); here only its values."""
 
     __slots__ = ("source", "state", "event_type", "received_after", "received_before",
-                 "last_error")
+                 "last_error", "destination")
 
     def __init__(self, source: str | None = None, state: str | None = None,
                  event_type: str | None = None, received_after: int | None = None,
-                 received_before: int | None = None, last_error: str | None = None):
+                 received_before: int | None = None, last_error: str | None = None,
+                 destination: str | None = None):
         self.source, self.state, self.event_type = source, state, event_type
         self.received_after, self.received_before = received_after, received_before
-        self.last_error = last_error
+        self.last_error, self.destination = last_error, destination
 
     def empty_range(self) -> bool:
         return (self.received_after is not None and self.received_before is not None

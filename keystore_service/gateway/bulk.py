@@ -37,7 +37,6 @@ log = logging.getLogger("keystore.bulk")
 LEASE_SECONDS = 30  # a runner renews it with each event; one event takes milliseconds
 WATCH_SECONDS = 5.0  # how often a process looks for jobs whose runner's lease ran out
 BATCH = 100  # events read per round trip
-DEFAULT_DESTINATION = "default"  # a source's one destination (several: a later issue)
 # What makes a single operation refuse an event: it is skipped, and the job goes on.
 SKIPS = (errors.InProgress, errors.AlreadyCompleted, errors.BodyDropped, errors.NotFound,
          errors.Expired, errors.InvalidRequest)
@@ -164,9 +163,10 @@ class Bulk:
         try:
             if job.action == BulkAction.REDELIVER:
                 self.deliveries.redeliver(job.tenant_id, item.source, item.event_id,
-                                          job.force)
+                                          job.force, item.destination)
             elif job.action == BulkAction.RETRY:
-                if not self.deliveries.retry(job.tenant_id, item.source, item.event_id):
+                if not self.deliveries.retry(job.tenant_id, item.source, item.event_id,
+                                             item.destination):
                     return "skipped"
             elif not self._dismiss(who, item):
                 return "skipped"
@@ -179,7 +179,8 @@ class Bulk:
         does (with its audit row); False when it is not failed or has no such review."""
         if item.state != DeliveryState.FAILED:
             return False
-        detail = self.deliveries.detail(who.tenant_id, item.source, item.event_id)
+        detail = self.deliveries.detail(who.tenant_id, item.source, item.event_id,
+                                        item.destination)
         review = next((r for r in detail.reviews
                        if r.kind == domain.ReviewKind.DELIVERY_FAILED.value), None)
         if review is None:

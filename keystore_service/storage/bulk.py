@@ -16,10 +16,12 @@ from keystore_service.domain.records import Micros
 from keystore_service.storage.bulk_sql import type_glob
 from keystore_service.storage.bulk_tables import bulk_job_items, bulk_jobs
 from keystore_service.storage.db import Database
+from keystore_service.storage.route_tables import hook_destinations
 from keystore_service.storage.sql import Sql
 from keystore_service.storage.tables import hook_attempts, hook_events, hook_sources
 
 J, It, E, S, A = bulk_jobs.c, bulk_job_items.c, hook_events.c, hook_sources.c, hook_attempts.c
+D = hook_destinations.c
 RUNNING = JobState.RUNNING.value
 
 
@@ -54,6 +56,7 @@ class Item:
     source: Optional[str]
     event_id: Optional[str]
     state: Optional[str]
+    destination: Optional[str] = None  # the name of the destination of this delivery
 
 
 def _last_error() -> Any:
@@ -68,6 +71,9 @@ def matching(tenant_id: int, f: Filter, is_sqlite: bool) -> Any:
     same name is never one of them: the source is looked up within the tenant)."""
     stmt = select(E.id).join(hook_sources, S.id == E.source_id).where(
         E.tenant_id == tenant_id, S.tenant_id == tenant_id)
+    if f.destination is not None:
+        stmt = stmt.join(hook_destinations, D.id == E.destination_id).where(
+            D.tenant_id == tenant_id, D.name == f.destination)
     if f.source is not None:
         stmt = stmt.where(S.name == f.source)
     if f.state is not None:
@@ -102,12 +108,15 @@ class BulkStore:
         job = (J.tenant_id == bindparam("tid")) & (J.id == bindparam("id"))
         self._matched = Sql(update(bulk_jobs).where(job).values(
             matched=bindparam("n")).returning(*bulk_jobs.c), d)
-        self._next = Sql(select(It.seq, It.event_pk, S.name, E.event_id, E.state)
+        self._next = Sql(select(It.seq, It.event_pk, S.name, E.event_id, E.state, D.name)
                          .select_from(bulk_job_items.join(bulk_jobs, J.id == It.job_id)
                                       .outerjoin(hook_events, (E.id == It.event_pk)
                                                  & (E.tenant_id == J.tenant_id))
                                       .outerjoin(hook_sources, (S.id == E.source_id)
-                                                 & (S.tenant_id == J.tenant_id)))
+                                                 & (S.tenant_id == J.tenant_id))
+                                      .outerjoin(hook_destinations,
+                                                 (D.id == E.destination_id)
+                                                 & (D.tenant_id == J.tenant_id)))
                          .where(job, It.tenant_id == J.tenant_id, It.outcome.is_(None))
                          .order_by(It.seq).limit(bindparam("limit")), d)
         self._claim = Sql(update(bulk_jobs).where(

@@ -33,9 +33,11 @@ class Ran:
 
 
 @contextmanager
-def run_block(tmp_path: Path, heading: str, sink: Sink, tmp_file: str) -> Iterator[Ran]:
+def run_block(tmp_path: Path, heading: str, sink: Sink, tmp_file: str,
+              second: Sink | None = None) -> Iterator[Ran]:
     """Run the block under `heading` (its /tmp/`tmp_file` moved into tmp_path) with $KS and
-    $TOKEN set; the serve lives until the `with` ends, for what the caller checks after."""
+    $TOKEN set; the serve lives until the `with` ends, for what the caller checks after.
+    `second` is the receiver at 127.0.0.1:9998 on the page, when the block has two."""
     url = f"sqlite:///{tmp_path}/keystore.db"
     migrate.upgrade(url)
     token = new_token(url, "acme", "operator", "ana")
@@ -45,6 +47,8 @@ def run_block(tmp_path: Path, heading: str, sink: Sink, tmp_file: str) -> Iterat
     try:
         script = block(heading).replace("http://127.0.0.1:9999/", sink.url).replace(
             f"/tmp/{tmp_file}", f"{tmp_path}/{tmp_file}")
+        if second is not None:
+            script = script.replace("http://127.0.0.1:9998/", second.url)
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], capture_output=True,
                               text=True, timeout=60, env={"PATH": "/usr/bin:/bin",
                                                           "KS": server.url, "TOKEN": token})
@@ -53,3 +57,5 @@ def run_block(tmp_path: Path, heading: str, sink: Sink, tmp_file: str) -> Iterat
     finally:
         server.kill()
         sink.close()
+        if second is not None:
+            second.close()

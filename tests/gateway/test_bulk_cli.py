@@ -46,7 +46,7 @@ def test_a_bulk_redelivery_on_the_command_line(database_url, gw, forwarding, ref
 @pytest.mark.parametrize("args, said", [
     (("--received-after", "soon"), "received_after"),
     (("--event-type", "a\x01b"), "event_type"),
-    (("--destination", "other"), "destination"),
+    (("--destination", "Other dest"), "destination"),
     (("--received-after", "2026-12-02T00:00:00Z", "--received-before",
       "2026-12-01T00:00:00Z"), "received_after must be before"),
 ])

@@ -16,6 +16,7 @@ from standardwebhooks.webhooks import Webhook
 from keystore_service.storage.route_tables import hook_destinations
 from keystore_service.storage.tables import hook_events
 
+from .bulk_support import bulk, wait_for
 from .support import HOLDER, SECRET, STANDARD_SECRET, Sink, count, deliver, pump
 
 E, D = hook_events.c, hook_destinations.c
@@ -277,3 +278,26 @@ def test_a_retry_after_pauses_only_its_destination(gw, sinks, forwarding, clock)
     clock.advance(61)
     assert sorted(pump(forwarding)) == ["delivered", "delivered"]
     assert [record(gw, e)["state"] for e in ("ev1", "ev2")] == ["succeeded", "succeeded"]
+
+
+def test_a_bulk_redelivery_takes_a_destination_and_leaves_the_others(gw, sinks, forwarding):
+    sinks[1].answer = lambda n, r: 400 if n < 3 else 200
+    source = two(gw, sinks, max_in_flight=10)
+    for n in range(3):
+        send(gw, source, f"ev{n}")
+    while pump(forwarding):
+        pass
+    status, body, _ = bulk(gw, {"action": "redeliver", "dry_run": True,
+                                "filter": {"destination": "crm", "state": "failed"}})
+    assert status == 200 and body["matched"] == 3
+    assert bulk(gw, {"action": "redeliver", "dry_run": True,
+                     "filter": {"destination": "billing", "state": "failed"}})[1] == {
+        "matched": 0}
+    status, body, _ = bulk(gw, {"action": "redeliver",
+                                "filter": {"destination": "crm", "state": "failed"}})
+    assert status == 202, body
+    assert wait_for(gw, body["job"]["id"])["done"] == 3
+    while pump(forwarding):
+        pass
+    assert [len(s.requests) for s in sinks] == [3, 6]  # billing got each once
+    assert {record(gw, f"ev{n}")["state"] for n in range(3)} == {"succeeded"}

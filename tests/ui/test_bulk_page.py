@@ -118,7 +118,7 @@ def op_principal(app, tokens):
 @pytest.mark.parametrize("query", [
     {"event_type": "a\x00b"}, {"event_type": "x" * 257}, {"received_after": "soon"},
     {"received_after": "2026-12-02T10:00", "received_before": "2026-12-01T10:00"},
-    {"action": "delete"}, {"destination": "other"}, {"state": "lost"},
+    {"action": "delete"}, {"destination": "a\nb"}, {"state": "lost"},
 ])
 def test_bad_fields_are_a_400_page(ana, app, failed, query):
     page = ana.get("/ui/hooks/bulk", count="1", **query)

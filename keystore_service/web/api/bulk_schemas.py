@@ -9,7 +9,7 @@ from pydantic import AfterValidator, ConfigDict, Field, StringConstraints, model
 from keystore_service.domain import versions
 from keystore_service.domain.bulk import ACTIONS, JOB_STATES, Filter
 from keystore_service.domain.deliveries import DELIVERY_STATES
-from keystore_service.gateway.bulk import DEFAULT_DESTINATION
+from keystore_service.domain.names import NAME_PATTERN
 from keystore_service.web.api.gateway_schemas import SourceName, TypeGlob
 from keystore_service.web.api.schemas import _Body, _Out
 
@@ -34,8 +34,9 @@ Instant = Annotated[str, StringConstraints(max_length=64), AfterValidator(_insta
 
 class BulkFilter(_Body):
     source: Optional[SourceName] = None
-    destination: Optional[Literal[DEFAULT_DESTINATION]] = Field(None, description=(
-        "A source has one destination today, named default; several come later"))
+    destination: Optional[Annotated[str, StringConstraints(pattern=NAME_PATTERN)]] = Field(
+        None, description="A destination's name: its deliveries only (a v1.1 source's one "
+                          "destination is named default)")
     state: Optional[Literal[DELIVERY_STATES]] = None
     event_type: Optional[TypeGlob] = None
     received_after: Optional[Instant] = Field(None, description="inclusive")
@@ -56,7 +57,7 @@ class BulkFilter(_Body):
         return Filter(self.source, self.state, self.event_type,
                       micros(self.received_after) if self.received_after else None,
                       micros(self.received_before) if self.received_before else None,
-                      self.last_error)
+                      self.last_error, self.destination)
 
     def shown(self) -> dict:
         return self.model_dump(exclude_none=True)
