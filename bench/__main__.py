@@ -7,6 +7,7 @@ installs what it needs first). `python -m bench <what> --help` gives each one's 
     recovery  the alerts' watchers on vs off, and the drain after a destination's outage
     sends     outbound sends beside the gateway's forwards, and what a check costs
     ordering  a destination's serial ordering per key against none, and a held backlog's cost
+    fanout    forwarding to three destinations against one
     layouts   group commit on/off and workers x threads, side by side
     ab        a baseline revision against the working tree, round by round
     profile   py-spy on every worker while wrk drives one scenario
@@ -23,7 +24,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-COMMANDS = ("suite", "gateway", "recovery", "sends", "ordering", "layouts", "ab", "profile", "proxy", "rate", "dblimit")
+COMMANDS = ("suite", "gateway", "recovery", "sends", "ordering", "fanout", "layouts", "ab", "profile", "proxy", "rate", "dblimit")
 
 
 def main(argv: list[str] | None = None) -> int:

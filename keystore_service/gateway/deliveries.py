@@ -27,6 +27,12 @@ class Delivery:
     attempts: list[Attempt]
     waiting_on: Optional[str] = None  # the event id a serial destination holds it behind
     destination: str = "default"  # the name of the source's destination it goes to
+    of: int = 1  # how many deliveries its event has (one per destination)
+
+    @property
+    def named(self) -> Optional[str]:
+        """Its destination's name where one must be named (its event has several)."""
+        return self.destination if self.of > 1 else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +41,7 @@ class Detail:
     dropped), its newest attempts (oldest first), its record, and the record's open reviews
     (a held body's review keeps the refused delivery in `kept`)."""
 
-    source: Source
+    source: Source  # seen through the delivery's destination
     event: Event
     attempts: list[Attempt]
     record: Record
@@ -63,8 +69,8 @@ class Deliveries:
         after = _decode(cursor) if cursor else None
         rows, attempts = self.events.page(tenant_id, source, state, event_id, limit + 1, after,
                                           event_type, now=self.clock(), destination=destination)
-        out = [Delivery(name, event, attempts.get(event.id, []), waiting, to)
-               for name, event, waiting, to in rows[:limit]]
+        out = [Delivery(name, event, attempts.get(event.id, []), waiting, to, n)
+               for name, event, waiting, to, n in rows[:limit]]
         last = out[-1].event if out else None
         return out, (_encode(last.received_at, last.id) if len(rows) > limit and last else None)
 
@@ -78,15 +84,15 @@ class Deliveries:
             raise errors.NotFound(f"no source named {source_name!r}")
         with self.events.db.connection() as cur:
             record = self.records.get(tenant_id, rules.scope_of(source.name), event_id, cur)
-            names = {v.destination_id: v.destination_name
-                     for v in self.sources.views(source, cur)}
+            views = {v.destination_id: v for v in self.sources.views(source, cur)}
+            names = {did: v.destination_name for did, v in views.items()}
             every = self.events.of_record(cur, record.id) if record is not None else []
             event = _pick(every, names, destination, one=False)
             attempts = self.events.attempts_of(cur, [event.id]).get(event.id, [])
             reviews = self.reviews.open_of(cur, record.id)
             waiting = self.events.waiting_on(cur, event, self.clock())
-        return Detail(source, event, attempts, record, reviews, waiting,
-                      names.get(event.destination_id, "default"),
+        return Detail(views.get(event.destination_id, source), event, attempts, record,
+                      reviews, waiting, names.get(event.destination_id, "default"),
                       tuple((names.get(e.destination_id, "default"), e) for e in every))
 
     def redeliver(self, tenant_id: int, source_name: str, event_id: str,

@@ -66,6 +66,8 @@ _WAITING_ON = case((and_(E.state == Q.QUEUED.value, E.ordering_key.is_not(None))
                                   or_(E.ordering_mode == OrderingMode.SERIAL.value,
                                       _O.c.next_attempt_at <= bindparam("now")))))
     .order_by(_O.c.id).limit(1).scalar_subquery())).label("waiting_on")
+_DELIVERIES = select(func.count()).select_from(_O).where(  # of the row's record
+    _O.c.tenant_id == E.tenant_id, _O.c.record_id == E.record_id).scalar_subquery()
 _WAITING_ON_ONE = select(_WAITING_ON).where(E.tenant_id == bindparam("tid"),
                                              E.id == bindparam("id"))
 # The next event of a key, once the one before it settled: the earliest queued one, if it is
@@ -85,8 +87,7 @@ def _unpark(parked_only: bool) -> Any:
         next_attempt_at=bindparam("now"))
 
 
-# a record's deliveries by state (its end: every one delivered, filtered or superseded;
-# Forwarding._settle_record), read after its row is locked
+# a record's deliveries by state, read after its row is locked (Forwarding._settle_record)
 _STATES_OF = select(E.state, func.count()).where(
     E.tenant_id == bindparam("tid"), E.record_id == bindparam("rid")).group_by(E.state)
 
@@ -323,16 +324,17 @@ class HookStore:
     def page(self, tenant_id: int, source: Optional[str], state: Optional[str],
              event_id: Optional[str], limit: int, after: Optional[tuple[int, int]],
              event_type: Optional[str] = None, *, now: Micros, destination: Optional[str] = None
-             ) -> tuple[list[tuple[str, Event, Optional[str], str]], dict[int, list[Attempt]]]:
-        """Up to `limit` of a tenant's events, newest first (after `after`: the
+             ) -> tuple[list[tuple[str, Event, Optional[str], str, int]],
+                        dict[int, list[Attempt]]]:
+        """Up to `limit` of a tenant's deliveries, newest first (after `after`: the
         (received_at, id) of the last one shown), each with its source's name, the event id
-        it waits on at `now` (an ordered destination's: waiting_on) and without
-        its destination's name, without
-        its body (`body` is b"" while kept, None once dropped) or its headers (`headers` is
-        "[]": a listing shows neither, and 500 events sent with 100 headers of 8 KB each
-        would be 400 MB read; issue 25, item 8), and their newest attempts."""
+        it waits on at `now` (an ordered destination's: waiting_on), its destination's name
+        and how many deliveries its event has, without its body (`body` is b"" while kept,
+        None once dropped) or its headers (`headers` is "[]": a listing shows neither, and
+        500 events sent with 100 headers of 8 KB each would be 400 MB read; issue 25, item
+        8), and their newest attempts."""
         cols = [c for c in hook_events.c if c.name not in ("body", "headers")]
-        stmt = (select(S.name, *cols, D.name, _WAITING_ON, E.body.is_not(None))
+        stmt = (select(S.name, *cols, _DELIVERIES, D.name, _WAITING_ON, E.body.is_not(None))
                 .join(hook_sources, S.id == E.source_id)
                 .join(hook_destinations, D.id == E.destination_id)
                 .where(E.tenant_id == tenant_id)
@@ -355,8 +357,8 @@ class HookStore:
             rows = Sql(stmt.params(now=now), self.db.engine.dialect, bound=True).all(cur)
             attempts = self.attempts_of(cur, [row[1] for row in rows])
         return [(row[0], Event(body=b"" if row[-1] else None, headers="[]",
-                               **dict(zip(names, row[1:-3], strict=True))), row[-2], row[-3])
-                for row in rows], attempts
+                               **dict(zip(names, row[1:-4], strict=True))), row[-2], row[-3],
+                 row[-4]) for row in rows], attempts
 
     def waiting_on(self, cur: Any, event: Event, now: Micros) -> Optional[str]:
         """The event id of the earliest unsettled event of `event`'s key that it waits on

@@ -119,7 +119,7 @@ def test_a_filtered_event_is_shown_as_filtered_and_redelivered_once_the_filter_t
 
     assert ana.get("/ui/hooks/deliveries", source="shop", state="filtered").status_code == 200
     (row,) = re.findall(r"<tr>.*?</tr>", ana.html, re.S)[1:]
-    assert text(row).startswith("evt_cus customer.created shop filtered "), text(row)
+    assert text(row).startswith("evt_cus customer.created shop default filtered "), text(row)
     assert 'class="state state-filtered"' in row and "nothing was sent" in text(row)
     assert 'href="/ui/hooks/event?source=shop&amp;event_id=evt_cus#filtered"' in row
     assert '<option value="filtered" selected>' in ana.html

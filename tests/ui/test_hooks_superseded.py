@@ -41,7 +41,7 @@ def test_a_superseded_event_is_shown_as_such_and_redelivered_from_its_page(
 
     assert ana.get("/ui/hooks/deliveries", source="shop", state="superseded").status_code == 200
     (row,) = re.findall(r"<tr>.*?</tr>", ana.html, re.S)[1:]
-    assert text(row).startswith("evt_old invoice.updated shop superseded "), text(row)
+    assert text(row).startswith("evt_old invoice.updated shop default superseded "), text(row)
     assert 'class="state state-superseded"' in row and "nothing was sent" in text(row)
     assert 'href="/ui/hooks/event?source=shop&amp;event_id=evt_old#superseded"' in row
     assert '<option value="superseded" selected>' in ana.html

@@ -142,6 +142,11 @@ def source_name(text: Optional[str]) -> str:
         raise FormError(SOURCE_RULE) from None
 
 
+def destination_name(text: Optional[str]) -> Optional[str]:
+    """A destination's name by the API's rule, or None when none is given."""
+    return source_name(text) if text else None
+
+
 def event_ref(fields: Mapping[str, str]) -> tuple[str, str]:
     """(source name, event id) from the fields `source` and `event_id`: the name by the
     API's rule, the event id by the rule of a record's key (it is the key of its record)."""

@@ -32,6 +32,7 @@ from keystore_service.web.ui.ui_forms import (
     FormError,
     confirmed,
     cursor,
+    destination_name,
     delivery_state,
     event_ref,
     optional_int,
@@ -75,8 +76,10 @@ def _tenant() -> int:
     return g.ui.tenant_id
 
 
-def _event_url(source: str, event_id: str, done: Optional[str] = None) -> str:
-    return url_for("ui.hook_event", source=source, event_id=event_id, done=done)
+def _event_url(source: str, event_id: str, done: Optional[str] = None,
+               destination: Optional[str] = None) -> str:
+    return url_for("ui.hook_event", source=source, event_id=event_id, done=done,
+                   destination=destination)
 
 
 def hooks():
@@ -90,6 +93,8 @@ def hooks():
                            attempts_shown=ATTEMPTS_SHOWN,
                            broken=_gateway().sources.broken(_tenant()),
                            paused={s.id: paused_of(s, now) for s, _ in sources},
+                           views={s.id: _gateway().sources.store.views(s) if s.fanout > 1
+                                  else [s] for s, _ in sources},
                            done=DONE.get(request.args.get("done") or ""))
 
 
@@ -109,7 +114,8 @@ def hook_deliveries():
 
 def hook_event():
     source, event_id = event_ref(request.args)
-    detail = _gateway().deliveries.detail(_tenant(), source, event_id)
+    detail = _gateway().deliveries.detail(_tenant(), source, event_id,
+                                          destination_name(request.args.get("destination")))
     held = next((v for v in detail.reviews if v.kind == "fingerprint_mismatch"), None)
     failed = next((v for v in detail.reviews if v.kind == "delivery_failed"), None)
     compare = _held_bodies(detail.event.body, held.kept) if held and held.kept else None
@@ -137,14 +143,19 @@ def _superseded_by(detail) -> Optional[str]:
 def hook_redeliver():
     source, event_id = event_ref(request.form)
     force = confirmed(request.form, "force")
+    to = destination_name(request.form.get("destination"))
     try:
-        _gateway().deliveries.redeliver(_tenant(), source, event_id, force)
+        _gateway().deliveries.redeliver(_tenant(), source, event_id, force, to)
     except tuple(REFUSED) as exc:
         message = next(m for c, m in REFUSED.items() if isinstance(exc, c))
-        return error_page(409, message, _event_url(source, event_id))
-    log.info("operator %r redelivered %r/%r%s", g.ui.token_name, source, event_id,
-             " (forced)" if force else "")  # %r: escaped
-    return redirect(_event_url(source, event_id, "redelivered"), 303)
+        return error_page(409, message, _event_url(source, event_id, None, to))
+    except errors.InvalidRequest:  # several deliveries, none named
+        return error_page(400, "This event has a delivery to each of its source's "
+                          "destinations: redeliver it from one destination's line of the "
+                          "event's page. Nothing was changed.", _event_url(source, event_id))
+    log.info("operator %r redelivered %r/%r to %r%s", g.ui.token_name, source, event_id,
+             to or "its destination", " (forced)" if force else "")  # %r: escaped
+    return redirect(_event_url(source, event_id, "redelivered", to), 303)
 
 
 def hook_resume():
@@ -181,19 +192,24 @@ def hook_retry():
     or every queued event of a source (the section's page)."""
     name = source_name(request.form.get("source"))
     event_id = event_ref(request.form)[1] if request.form.get("event_id") else None
-    back = _event_url(name, event_id) if event_id else url_for("ui.hooks")
+    to = destination_name(request.form.get("destination"))
+    back = _event_url(name, event_id, None, to) if event_id else url_for("ui.hooks")
     try:
-        due = _gateway().deliveries.retry(_tenant(), name, event_id)
+        due = _gateway().deliveries.retry(_tenant(), name, event_id, to)
     except errors.NotFound:
         return error_page(404, "There is no such source or event: nothing was changed.",
                           url_for("ui.hooks"))
+    except errors.InvalidRequest:  # several deliveries, none named
+        return error_page(400, "This event has a delivery to each of its source's "
+                          "destinations: retry it from one destination's line of the "
+                          "event's page. Nothing was changed.", back)
     except (errors.InProgress, errors.AlreadyCompleted) as exc:
         return error_page(409, f"The event is {exc.details.get('state')}, not queued: "
                           "nothing was changed. A failed or delivered event is sent again "
                           "with Redeliver.", back)
     log.info("operator %r retried %d event(s) of source %r now", g.ui.token_name, due, name)
     if event_id:
-        return redirect(_event_url(name, event_id, "retried"), 303)
+        return redirect(_event_url(name, event_id, "retried", to), 303)
     return redirect(url_for("ui.hooks", done="retried"), 303)
 
 

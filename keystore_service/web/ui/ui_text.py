@@ -142,7 +142,7 @@ def destination_filter(source: Any) -> Optional[FilterShown]:
     normal form) with invisible characters made visible and long values cut; None when the
     destination has none. Jinja escapes what this returns."""
     try:
-        given = source.options.get("forward", {}).get("filter")
+        given = source.forward.get("filter")
         if given is None:
             return None
         f = parse_filter(given)
@@ -159,7 +159,7 @@ def destination_pace(source: Any) -> Optional[str]:
     page."""
     at_once = f"at most {source.max_in_flight:,} at once"
     try:
-        given = source.options.get("forward", {}).get("rate")
+        given = source.forward.get("rate")
         if given is None:
             return None
         rate = parse_rate(given)
