@@ -219,15 +219,10 @@ class Forwarding:
         plans = [(job, result, *self._plan(job, result, now)) for job, result in ended]
         out: dict[int, Outcome] = {}
         with self.events.steps() as steps:
-            quick, slow = [], []
-            for plan in plans:  # an end of one of several deliveries looks at the others
-                stmt = None if plan[2] is Outcome.FAILED or (
-                    plan[0].source.fanout > 1 and plan[2] is not Outcome.RETRY) \
-                    else self._settled(holder, now, *plan)
-                (quick if stmt else slow).append((plan, stmt))
-            for ((job, _, outcome, *_), _), rows in zip(
-                    quick, steps.send([stmt for _, stmt in quick])):
-                if rows:
+            quick, slow = self._split(holder, now, plans)
+            rows = iter(steps.send([s for _, stmts in quick for s in stmts]))
+            for (job, _, outcome, *_), stmts in quick:
+                if [next(rows) for _ in stmts][-1]:
                     out[job.event.id] = outcome
             for (job, result, outcome, next_at, _), _ in sorted(  # records locked in order
                     slow, key=lambda planned: planned[0][0].event.record_id):
@@ -268,6 +263,21 @@ class Forwarding:
                                           out[job.event.id].value, result.duration_ms / 1000)
         return out
 
+    def _split(self, holder: str, now: Micros, plans: list) -> tuple[list, list]:
+        """The plans settled by statements sent at once (PostgreSQL, no review), each with
+        its statements, in order of their records; and the others, each on its own. The end
+        of one of several deliveries locks its record first, then reads the others: of two
+        ending at once, the later sees the other's end."""
+        quick, slow = [], []
+        for plan in plans:
+            fan = plan[0].source.fanout > 1 and plan[2] is not Outcome.RETRY
+            stmt = None if plan[2] is Outcome.FAILED else self._settled(
+                holder, now, *plan, fanout=fan)
+            stmts = None if stmt is None else [stmt] if not fan else [
+                self.records.lock(plan[0].event.tenant_id, plan[0].event.record_id), stmt]
+            (quick if stmts else slow).append((plan, stmts))
+        return sorted(quick, key=lambda planned: planned[0][0].event.record_id), slow
+
     def _advance(self, steps: Any, delivered: list[Job], now: Micros) -> None:
         """The delivered events' versions become their keys' last (when newer), in the
         settle's transaction; keys in order, so two relays' locks cannot cross."""
@@ -294,15 +304,16 @@ class Forwarding:
                                  probe_at=now + take.PROBE_SECONDS * SECOND)
 
     def _settled(self, holder: str, now: Micros, job: Job, result: Result, outcome: Outcome,
-                 next_at: Optional[Micros], _after: Optional[Micros]
+                 next_at: Optional[Micros], _after: Optional[Micros], fanout: bool = False
                  ) -> Optional[tuple[Any, dict]]:
-        """The settle of an attempt that opens no review as one statement (PostgreSQL)."""
+        """The settle of an attempt that opens no review as one statement (PostgreSQL);
+        with `fanout`, its record ends only when no other delivery of it is unsettled."""
         ends = outcome in ENDS_WELL
         return self.events.settled(
             job.event, holder, _STATES[outcome], now, next_at, result.duration_ms,
             result.status, result.error, result.answer,
             record_state=State.SUCCEEDED.value if ends else None,
-            result=_ending(outcome, result) if ends else None)
+            result=_ending(outcome, result) if ends else None, fanout=fanout)
 
     def _plan(self, job: Job, result: Result, now: Micros
               ) -> tuple[Outcome, Optional[Micros], Optional[Micros]]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Boolean, bindparam, func, insert, null, select, update
+from sqlalchemy import Boolean, bindparam, func, insert, null, or_, select, update
 from sqlalchemy.dialects import postgresql
 
 from keystore_service.domain.deliveries import DeliveryState as Q
@@ -23,11 +23,13 @@ def leased() -> tuple:
             E.lease_holder == bindparam("holder"), E.attempts == bindparam("attempt"))
 
 
-def settled_sql(ended: bool) -> Any:
+def settled_sql(ended: bool, fanout: bool = False) -> Any:
     """WITH ev AS (the settle, RETURNING the event), at AS (INSERT its attempt FROM ev, when
     :sent: a filtered event's has none) [, rec AS (UPDATE its record, still in progress, to
     `ending` with `result`), h AS (INSERT the record's attempt history FROM rec)] SELECT
-    ev's id, and whether rec ended."""
+    ev's id, and whether rec ended. With `fanout`, rec only when no other delivery of the
+    record is queued or being forwarded: sent after a statement that locked the record's
+    row (RecordStore.lock_sql), so that its snapshot sees every other delivery's end."""
     ev = update(hook_events).where(*leased()).values(
         state=bindparam("state"), next_attempt_at=bindparam("next_at"),
         delivered_at=bindparam("delivered_at"), lease_holder=null(), lease_until=null(),
@@ -41,9 +43,14 @@ def settled_sql(ended: bool) -> Any:
     parts = [ev.c.id, select(func.count()).select_from(at).scalar_subquery()]
     if ended:  # as RecordStore.compare_and_set with its history, for a record in progress
         R = records.c
+        o = hook_events.alias("o")
+        others = ~select(o.c.id).where(
+            o.c.tenant_id == bindparam("tid"), o.c.record_id == R.id,
+            o.c.id != bindparam("eid"),
+            or_(o.c.state == Q.QUEUED.value, o.c.state == Q.DELIVERING.value)).exists()
         rec = update(records).where(
-            R.id == select(ev.c.record_id).scalar_subquery(), R.state == "in_progress"
-        ).values(state=bindparam("ending"), lease_expires_at=null(),
+            R.id == select(ev.c.record_id).scalar_subquery(), R.state == "in_progress",
+            *((others,) if fanout else ())).values(state=bindparam("ending"), lease_expires_at=null(),
                  result_resource_id=null(), result=bindparam("result")
                  ).returning(R.id, R.incarnation, R.attempt,
                              func.coalesce(R.lease_acquired_at, R.first_seen_at)).cte("rec")
@@ -56,6 +63,12 @@ def settled_sql(ended: bool) -> Any:
         parts += [select(func.count()).select_from(rec).scalar_subquery(),
                   select(func.count()).select_from(h).scalar_subquery()]
     return select(*parts)
+
+
+def settles(dialect: Any) -> tuple[Sql, Sql, Sql]:
+    """The settle without its record's end, with it, and with a fanned-out record's end."""
+    return tuple(Sql(settled_sql(*kind), dialect)
+                 for kind in ((False, False), (True, False), (True, True)))
 
 
 def claim_and_add_sql() -> Any:
@@ -93,3 +106,20 @@ def health_sql(d: Any) -> tuple[Sql, Sql, Sql]:
                     .values(last_error=null(), last_error_at=null(), failing_since=null(),
                             probe_at=null()), d)
     return failing, recover, recovered
+
+
+# The next event of a key, once the one before it settled: the earliest queued one, if it is
+# parked (take.py), is due now; under newer_wins (where one waiting for its retry holds
+# nothing), the earliest parked one.
+_K = hook_events.alias("k")
+
+
+def unpark_sql(parked_only: bool) -> Any:
+    first = [_K.c.tenant_id == bindparam("tid"), _K.c.destination_id == bindparam("did"),
+             _K.c.ordering_key == bindparam("key"), _K.c.state == Q.QUEUED.value]
+    if parked_only:
+        first.append(_K.c.next_attempt_at.is_(None))
+    return update(hook_events).where(
+        E.tenant_id == bindparam("tid"), E.next_attempt_at.is_(None), E.state == Q.QUEUED.value,
+        E.id == select(func.min(_K.c.id)).where(*first).scalar_subquery()).values(
+        next_attempt_at=bindparam("now"))

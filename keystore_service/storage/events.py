@@ -14,7 +14,13 @@ from keystore_service.domain.records import SECOND, Micros, Record
 from keystore_service.domain.routing import OrderingMode
 from keystore_service.storage.bulk_sql import type_glob
 from keystore_service.storage.db import Database
-from keystore_service.storage.event_sql import claim_and_add_sql, health_sql, leased, settled_sql
+from keystore_service.storage.event_sql import (
+    claim_and_add_sql,
+    health_sql,
+    leased,
+    settles,
+    unpark_sql,
+)
 from keystore_service.storage.sql import Sql
 from keystore_service.storage.take import DESTINATION, Take, next_slot
 from keystore_service.storage.route_tables import hook_destinations
@@ -70,23 +76,6 @@ _DELIVERIES = select(func.count()).select_from(_O).where(  # of the row's record
     _O.c.tenant_id == E.tenant_id, _O.c.record_id == E.record_id).scalar_subquery()
 _WAITING_ON_ONE = select(_WAITING_ON).where(E.tenant_id == bindparam("tid"),
                                              E.id == bindparam("id"))
-# The next event of a key, once the one before it settled: the earliest queued one, if it is
-# parked (take.py), is due now; under newer_wins (where one waiting for its retry holds
-# nothing), the earliest parked one.
-_K = hook_events.alias("k")
-
-
-def _unpark(parked_only: bool) -> Any:
-    first = [_K.c.tenant_id == bindparam("tid"), _K.c.destination_id == bindparam("did"),
-             _K.c.ordering_key == bindparam("key"), _K.c.state == Q.QUEUED.value]
-    if parked_only:
-        first.append(_K.c.next_attempt_at.is_(None))
-    return update(hook_events).where(
-        E.tenant_id == bindparam("tid"), E.next_attempt_at.is_(None), E.state == Q.QUEUED.value,
-        E.id == select(func.min(_K.c.id)).where(*first).scalar_subquery()).values(
-        next_attempt_at=bindparam("now"))
-
-
 # a record's deliveries by state, read after its row is locked (Forwarding._settle_record)
 _STATES_OF = select(E.state, func.count()).where(
     E.tenant_id == bindparam("tid"), E.record_id == bindparam("rid")).group_by(E.state)
@@ -126,7 +115,7 @@ class HookStore:
         self._claim_and_add = None if db.sqlite else Sql(claim_and_add_sql(), d)
         self._add_quietly = Sql(hook_events.insert().values(  # executemany: no RETURNING
             {n: bindparam(n) for n in cols}), d).text
-        self._unpark = {p: Sql(_unpark(p), d) for p in (False, True)}
+        self._unpark = {p: Sql(unpark_sql(p), d) for p in (False, True)}
         self._waiting_on = Sql(_WAITING_ON_ONE, d)
         self._of_record = Sql(select(hook_events).where(E.record_id == bindparam("rid"))
                               .order_by(E.destination_id), d)
@@ -147,8 +136,7 @@ class HookStore:
             delivered_at=bindparam("delivered_at"), lease_holder=null(), lease_until=null(),
             attempts=E.attempts - bindparam("given_back")).returning(E.id), d)
         if not db.sqlite:
-            self._settled = Sql(settled_sql(ended=False), d)
-            self._settled_ended = Sql(settled_sql(ended=True), d)
+            self._settled, self._settled_ended, self._settled_fanout = settles(d)
         did, tid = bindparam("did"), bindparam("tid")
         self._error = Sql(update(hook_destinations).where(D.id == did, D.tenant_id == tid).values(
             last_error=bindparam("error"), last_error_at=bindparam("now")), d)
@@ -250,7 +238,8 @@ class HookStore:
     def settled(self, event: Event, holder: str, state: str, now: Micros,
                 next_at: Optional[Micros], duration_ms: int, status: Optional[int],
                 error: Optional[str], answer: str, record_state: Optional[str] = None,
-                result: Optional[str] = None) -> Optional[tuple[Any, dict]]:
+                result: Optional[str] = None, fanout: bool = False
+                ) -> Optional[tuple[Any, dict]]:
         """PostgreSQL: settle, record_attempt (none for a filtered event: no forward was
         made) and (with `record_state`) the end of the event's record as one statement, to
         send with others (Database.steps); its one row says whether the attempt still held
@@ -266,7 +255,8 @@ class HookStore:
                   "answer": answer, "sent": not filtered, "given_back": int(filtered)}
         if record_state is None:
             return self._settled, params
-        return self._settled_ended, {**params, "ending": record_state, "result": result}
+        return (self._settled_fanout if fanout else self._settled_ended), {
+            **params, "ending": record_state, "result": result, "tid": event.tenant_id}
 
     def unpark(self, steps: Any, settled: list[Event], now: Micros,
                retried: tuple[Event, ...] = ()) -> None:

@@ -130,6 +130,10 @@ class RecordStore:
         row = self._by_id.one(cur, {"id": record_id})
         return Record(*row) if row else None
 
+    def lock(self, tenant_id: int, record_id: int) -> tuple[Sql, dict]:
+        """The statement that locks the record's row (as locked()), to send with others."""
+        return self._locked, {"id": record_id, "tid": tenant_id}
+
     def locked(self, cur: Any, tenant_id: int, record_id: int) -> Optional[Record]:
         """The record, its row locked till the transaction ends (PostgreSQL: FOR UPDATE;
         SQLite's write lock holds every row already)."""
