@@ -301,3 +301,33 @@ def test_a_bulk_redelivery_takes_a_destination_and_leaves_the_others(gw, sinks, 
         pass
     assert [len(s.requests) for s in sinks] == [3, 6]  # billing got each once
     assert {record(gw, f"ev{n}")["state"] for n in range(3)} == {"succeeded"}
+
+
+@pytest.mark.parametrize("name", ["a\nb", "A", "x" * 65, "%61", "ü", ""])
+def test_a_destination_name_that_no_destination_can_have_is_400(gw, sinks, forwarding, name):
+    two(gw, sinks)
+    if name:
+        status, body, _ = gw.get("/v1/deliveries", destination=name)
+        assert status == 400 and body["error"]["code"] == "invalid_request", body
+    for path in ("/v1/deliveries/redeliver", "/v1/deliveries/retry"):
+        status, body, _ = gw.post(path, {"source": "shop", "event_id": "ev1",
+                                         "destination": name})
+        assert status == 400 and "destination" in json.dumps(body["error"]), body
+    status, body, _ = gw.patch("/v1/sources/shop", {"destinations": [
+        {"name": "billing", "url": sinks[0].url}, {"name": name, "url": sinks[1].url}]})
+    assert status == 400, body
+    assert [d["name"] for d in gw.get("/v1/sources/shop")[1]["source"]["destinations"]] == [
+        "billing", "crm"]
+
+
+def test_a_name_of_another_source_or_tenant_finds_nothing(gw_app, gw, op, sinks, forwarding):
+    source = two(gw, sinks)
+    send(gw, source, "ev1")
+    status, body, _ = gw.get("/v1/deliveries", destination="crm", token=op["globex"])
+    assert status == 200 and body["deliveries"] == []  # another tenant's crm is not seen
+    status, body, _ = gw.post("/v1/deliveries/redeliver", {
+        "source": "shop", "event_id": "ev1", "destination": "crm"}, token=op["globex"])
+    assert status == 404, body
+    assert len(gw.get("/v1/deliveries", destination="crm")[1]["deliveries"]) == 1
+    status, body, _ = gw.get("/v1/deliveries", destination="nope")
+    assert status == 200 and body["deliveries"] == []
