@@ -15,6 +15,12 @@ from keystore_service.domain.records import SECOND
 from keystore_service.domain.routing import Ordering
 
 
+def dotted(at: str) -> str:
+    """A field's path as details.field gives it: destinations[2].url is destinations.2.url
+    (the form of a schema's errors)."""
+    return at.replace("[", ".").replace("]", "")
+
+
 @dataclass(frozen=True, slots=True)
 class Planned:
     """A destination as given: where, its limits, its forwarding choices and secrets."""
@@ -55,7 +61,8 @@ def planned(one: Any, many: Optional[list], required: bool, default_name: str = 
     for dest, name, at in given:
         if name in seen:
             raise errors.InvalidRequest(f"{at}.name: {name!r} is given twice: each destination "
-                                        "has a name of its own", details={"field": at})
+                                        "has a name of its own",
+                                        details={"field": dotted(f"{at}.name")})
         seen.add(name)
         out.append(Planned(name, dest.url, dest.timeout_seconds,
                            getattr(dest, "max_in_flight", None), forward_of(dest, at),
@@ -75,7 +82,8 @@ def forward_of(dest: Any, at: str = "destination") -> dict:
         try:
             parsed = route_specs.parse_filter(dest.filter, at=f"{at}.filter")
         except route_specs.RouteError as exc:
-            raise errors.InvalidRequest(str(exc), details={"field": f"{at}.filter"}) from None
+            raise errors.InvalidRequest(str(exc), details={"field": dotted(f"{at}.filter")}) \
+                from None
         forward["filter"] = route_specs.filter_json(parsed)
     if dest.ordering is not None:
         forward["ordering"] = route_specs.ordering_json(_ordering(dest.ordering,
@@ -88,7 +96,7 @@ def _ordering(given: Any, at: str) -> Ordering:
     try:
         parsed = route_specs.parse_ordering(given, at=at)
     except route_specs.RouteError as exc:
-        raise errors.InvalidRequest(str(exc), details={"field": at}) from None
+        raise errors.InvalidRequest(str(exc), details={"field": dotted(at)}) from None
     return parsed
 
 
@@ -110,7 +118,7 @@ def _rate(given: Any, at: str) -> dict:
     try:
         rate = route_specs.parse_rate(given, at=at)
     except route_specs.RouteError as exc:
-        raise errors.InvalidRequest(str(exc), details={"field": at}) from None
+        raise errors.InvalidRequest(str(exc), details={"field": dotted(at)}) from None
     return {"per_second" if rate.per_seconds == 1 else "per_minute": rate.count}
 
 

@@ -19,7 +19,13 @@ from keystore_service.gateway.destinations import Policy
 from keystore_service.gateway.ingest import ingest_hash
 from keystore_service.gateway.outbound import Outbound
 from keystore_service.gateway.provider_options import check_secrets, plain, provider_config
-from keystore_service.gateway.source_destinations import Planned, held_by, interval, planned
+from keystore_service.gateway.source_destinations import (
+    Planned,
+    dotted,
+    held_by,
+    interval,
+    planned,
+)
 from keystore_service.service.phases import AGAIN, Again, retry_on_conflict
 from keystore_service.service.sealing import Sealer, SourceBroken
 from keystore_service.storage.pauses import PauseChanged
@@ -341,13 +347,14 @@ class Sources:
         try:
             self.outbound.check(url)
         except destinations.Refused as exc:
-            raise errors.InvalidRequest(str(exc), details={"field": f"{at}.url"}) from None
+            raise errors.InvalidRequest(str(exc), details={"field": dotted(f"{at}.url")}) \
+                from None
         if secret is not None:
             try:
                 providers.provider("standard").check_secret(secret)
             except providers.BadSecret as exc:
                 raise errors.InvalidRequest(f"{at}.secret: {exc}",
-                                            details={"field": f"{at}.secret"}) from None
+                                            details={"field": dotted(f"{at}.secret")}) from None
 
 
 def _check_ttl(ttl: int, retry_window: int) -> None:

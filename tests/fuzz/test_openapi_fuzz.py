@@ -105,11 +105,15 @@ SEMANTIC = {
     # a taken name; a destination URL refused by the address rules (gateway/destinations.py:
     # what a name resolves to, and the URL shape they check first, not yet in the schema);
     # a TTL shorter than retry_window_seconds plus a day (two fields compared); a filter's
-    # value over 1,024 bytes of compact JSON (a length no schema of any JSON value can say)
-    "POST /v1/sources": ("name", "destination.url", "ttl_seconds", "destination.filter"),
+    # value over 1,024 bytes of compact JSON (a length no schema of any JSON value can say);
+    # each of those for a destination of `destinations`, and a name given twice there
+    "POST /v1/sources": ("name", "destination.url", "ttl_seconds", "destination.filter",
+                         "destinations"),
     # the same, and the stored source's provider rules (secrets, generic options)
+    # and a list of destinations without the source's first, or without one that has
+    # deliveries (stored state)
     "PATCH /v1/sources/{name}": ("destination.url", "ttl_seconds", "secrets", "signature",
-                                 "event_id", "destination.filter"),
+                                 "event_id", "destination.filter", "destinations"),
     # a pause's end in the past or over a year ahead (the time, which no schema knows)
     "POST /v1/sources/{name}/pause": ("until",),
     # a taken name; a URL refused by the address rules; email without KEYSTORE_SMTP_URL

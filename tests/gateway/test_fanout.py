@@ -210,7 +210,7 @@ def test_the_list_is_changed_by_name(gw_app, gw, sinks, forwarding):
      "destinations[1].rate"),
     ({"destinations": [{"name": "A b", "url": "http://127.0.0.1:9/"}]}, "destinations"),
     ({"destinations": [{"name": "a", "url": "http://169.254.169.254/"}]},
-     "destinations[0].url"),
+     "destinations.0.url"),
 ])
 def test_a_list_that_cannot_be_used_is_refused_and_nothing_is_made(gw_app, gw, given, field):
     body = {"name": "shop", "provider": "testing", "secrets": [SECRET]} | given

@@ -160,7 +160,19 @@ TTL = ("At least retry_window_seconds plus a day (86,400), else 400: a schema ca
        "longer, plus a day")
 
 
+# A new source has `destination` or `destinations`, not both; a change, at most one of them.
+_ONE_FORM = {"oneOf": [
+    {"required": ["destination"], "properties": {"destination": {"type": "object"},
+                                                 "destinations": {"type": "null"}}},
+    {"required": ["destinations"], "properties": {"destinations": {"type": "array"},
+                                                  "destination": {"type": "null"}}}]}
+_NOT_BOTH = {"not": {"required": ["destination", "destinations"], "properties": {
+    "destination": {"type": "object"}, "destinations": {"type": "array"}}}}
+
+
 class SourceCreate(_Body):
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True,
+                              json_schema_extra=_ONE_FORM)
     name: SourceName
     provider: Provider
     secrets: Optional[Annotated[list[Secret], Field(min_length=1, max_length=2)]] = None
@@ -187,6 +199,9 @@ BY_PROVIDER = ("Checked against the source's provider, as in its SourceCreate_<p
 
 class SourceChange(_Body):
     """PATCH: what is given changes; the name and provider do not."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True,
+                              json_schema_extra=_NOT_BOTH)
 
     secrets: Optional[Annotated[list[Secret], Field(min_length=1, max_length=2)]] = Field(
         None, description=BY_PROVIDER)
