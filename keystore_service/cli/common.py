@@ -102,11 +102,15 @@ def tenant(ks: Any, name: str) -> int:
 
 
 def run(call: Callable[[], T]) -> T:
-    """`call()`, with the service's error as the command's (its message, exit 1)."""
+    """`call()`, with the service's error as the command's (its message, and the field it
+    names when the message does not, exit 1)."""
     try:
         return call()
     except errors.KeystoreError as exc:
-        raise click.ClickException(exc.message) from None
+        field = (exc.details or {}).get("field")
+        named = isinstance(field, str) and field.split(".")[0] in exc.message
+        raise click.ClickException(exc.message if named or not isinstance(field, str)
+                                   else f"{field}: {exc.message}") from None
 
 
 def validated(model: Any, body: dict[str, Any]) -> Any:

@@ -53,7 +53,7 @@ def _header(text: str) -> tuple[str, str]:
 class Forward:
     """Where and how each event is forwarded: the workflow's URL and what a forward carries."""
 
-    destination: str
+    destination: Optional[str]
     headers: tuple[str, ...]
     destination_secret: Optional[str]
     timeout: int
@@ -64,6 +64,34 @@ class Forward:
     ordering: Optional[str] = None  # a mode, or the whole ordering as JSON text
     ordering_key: Optional[str] = None  # with a mode: the key's pointer
     ordering_version: Optional[str] = None  # with a mode: the version's pointer
+    destinations: Optional[str] = None  # a JSON file of the API's destinations, read by part()
+
+    def part(self) -> dict[str, Any]:
+        """The body's "destination" (with its secret, '-' read from stdin) or, for
+        --destinations FILE, its "destinations"; click.UsageError for neither or both, and
+        for a destination's own options beside --destinations (the file holds them)."""
+        if self.destinations is None:
+            if self.destination is None:
+                raise click.UsageError("give --destination URL, or --destinations FILE")
+            out = self.body()
+            if self.destination_secret:
+                out["secret"] = stdin_if_dash(self.destination_secret)
+            return {"destination": out}
+        given = [flag for flag, value in self._own() if value not in (None, (), 10)]
+        if given:
+            raise click.UsageError(f"{given[0]} goes in the --destinations file, "
+                                   "in each destination's own settings")
+        return {"destinations": _json_file(self.destinations)}
+
+    def _own(self) -> tuple[tuple[str, Any], ...]:
+        """The one destination's options, by their flags, as given."""
+        return (("--destination", self.destination), ("--header", self.headers),
+                ("--destination-secret", self.destination_secret), ("--timeout", self.timeout),
+                ("--retry-status", self.retry_statuses),
+                ("--delivered-header", self.delivered_header), ("--rate", self.rate),
+                ("--filter", self.filter), ("--ordering", self.ordering),
+                ("--ordering-key", self.ordering_key),
+                ("--ordering-version", self.ordering_version))
 
     def body(self) -> dict[str, Any]:
         """The body's "destination" without its secret; raises click.BadParameter for a
@@ -123,8 +151,33 @@ def _json_option(text: str, hint: str) -> Any:
         raise click.BadParameter(f"not JSON: {exc}", param_hint=hint) from None
 
 
+_MOST_BYTES = 1 << 20  # far above 10 destinations at the API's limits
+
+
+def _json_file(path: str) -> Any:
+    """--destinations FILE ('-': the rest of stdin) as JSON, read as _json_option reads;
+    click.BadParameter when it cannot be read or is too large (never its text)."""
+    try:
+        if path == "-":
+            # text, as stdin_if_dash read the secrets before it (their buffer holds the rest)
+            data = sys.stdin.read(_MOST_BYTES + 1).encode("utf-8", "surrogateescape")
+        else:
+            with open(path, "rb") as file:
+                data = file.read(_MOST_BYTES + 1)
+    except OSError as exc:
+        raise click.BadParameter(f"cannot read it: {exc.strerror}",
+                                 param_hint="--destinations") from None
+    if len(data) > _MOST_BYTES:
+        raise click.BadParameter("larger than 1 MiB", param_hint="--destinations")
+    try:
+        return canonical.parse_json_value(data)
+    except ValueError as exc:
+        raise click.BadParameter(f"not JSON: {exc}", param_hint="--destinations") from None
+
+
 FORWARD = (
-    click.option("--destination", required=True, help="The workflow's webhook URL."),
+    click.option("--destination", default=None,
+                 help="The workflow's webhook URL (or --destinations)."),
     click.option("--header", "headers", multiple=True, help="'Name: value' for every forward."),
     click.option("--destination-secret", default=None,
                  help="whsec_...: sign forwards (Standard Webhooks); '-' reads stdin."),
@@ -148,6 +201,10 @@ FORWARD = (
                  help="The key an ordering compares within, e.g. /data/object/id."),
     click.option("--ordering-version", default=None, metavar="POINTER",
                  help="The version newer_wins compares, e.g. /created."),
+    click.option("--destinations", default=None, metavar="FILE",
+                 help="Several destinations instead of --destination: a JSON file of the "
+                      "API's destinations list, each with its name, url and own settings "
+                      "(secret too); '-' reads it from stdin, after the signing secrets."),
 )
 
 
@@ -228,11 +285,10 @@ def source_body(name: str, provider: str, secrets: tuple[str, ...], forward: For
                 generic: Generic, limits: Limits) -> dict[str, Any]:
     """The API's SourceCreate body of the options; secrets given as '-' are read from stdin
     (the signing secrets first, then the destination's)."""
-    body: dict[str, Any] = {"name": name, "provider": provider, "destination": forward.body()}
+    body: dict[str, Any] = {"name": name, "provider": provider}
     if secrets:
         body["secrets"] = [stdin_if_dash(s) for s in secrets]
-    if forward.destination_secret:
-        body["destination"]["secret"] = stdin_if_dash(forward.destination_secret)
+    body.update(forward.part())
     if provider == "generic":
         body.update(generic.body())
     body.update(limits.body())

@@ -21,11 +21,11 @@ from keystore_service.cli.source_options import (
     Limits,
     grouped,
     source_body,
-    stdin_if_dash,
 )
 from keystore_service.domain import versions
 from keystore_service.domain.deliveries import DELIVERY_STATES
 from keystore_service.web.api import gateway_schemas
+from keystore_service.web.api.gateway_api import destination_json
 from keystore_service.web.api.render import rfc3339
 
 
@@ -64,7 +64,8 @@ def source_create(tenant_name: str, name: str, provider: str, secrets_: tuple[st
 
 
 @source.command("update", help="Replace the source's destination (as PATCH does: its headers, "
-                               "secret and filter too, so give them again); prints the source "
+                               "secret and filter too, so give them again), or with "
+                               "--destinations its list (matched by name); prints the source "
                                "as show does.")
 @TENANT
 @click.argument("name")
@@ -73,10 +74,7 @@ def source_update(tenant_name: str, name: str, forward: Forward) -> None:
     ks = keystore()
     tenant_id = tenant(ks, tenant_name)
     run(lambda: ks.gateway.sources.get(tenant_id, name))  # unknown: said before stdin is read
-    destination = forward.body()
-    if forward.destination_secret:
-        destination["secret"] = stdin_if_dash(forward.destination_secret)
-    body = validated(gateway_schemas.SourceChange, {"destination": destination})
+    body = validated(gateway_schemas.SourceChange, forward.part())
     shown = run(lambda: ks.gateway.sources.change(tenant_id, name, body))
     click.echo(json.dumps(_shown_json(shown), indent=2))
     say(f"keystore: updated source {name!r}")
@@ -182,16 +180,12 @@ def redeliver(tenant_name: str, source_name: str, event_id: str, force: bool) ->
 
 def _shown_json(s: Any) -> dict[str, Any]:
     src = s.source
-    forward = src.options.get("forward", {})
     return {"name": src.name, "provider": src.provider, "state": src.state,
             "health": s.health,
-            "destination": {"url": src.destination_url, "header_names": s.header_names,
-                            "has_secret": s.has_destination_secret,
-                            "rate": forward.get("rate"),
-                            "retry_statuses": forward.get("retry_statuses", []),
-                            "delivered_header": forward.get("delivered_header"),
-                            "filter": forward.get("filter"),
-                            "ordering": forward.get("ordering")},
+            "destination": destination_json(src, s.header_names, s.has_destination_secret),
+            "destinations": [destination_json(t.view, t.header_names, t.has_secret) | {
+                "name": t.view.destination_name, "max_in_flight": t.view.max_in_flight,
+                "health": t.health} for t in s.destinations],
             "secrets": s.secret_count, "ttl_seconds": src.ttl_seconds,
             "retry_window_seconds": src.retry_window_seconds,
             "max_in_flight": src.max_in_flight, "max_pause_seconds": src.max_pause_seconds,
