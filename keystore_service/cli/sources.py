@@ -142,20 +142,28 @@ def source_resume(tenant_name: str, name: str) -> None:
     say(f"keystore: resumed source {name!r}")
 
 
+DESTINATION = click.option("--destination", default=None,
+                           help="A destination's name (needed to redeliver an event that has "
+                                "several; a one-destination source's is default).")
+
+
 @click.command("deliveries", help="Recent deliveries of the tenant's sources, newest first "
                                   "(JSON lines).")
 @TENANT
 @click.option("--source", "source_name", default=None)
 @click.option("--state", type=click.Choice(DELIVERY_STATES), default=None)
 @click.option("--limit", type=Whole(1, 500), default=50, show_default=True)
+@DESTINATION
 def deliveries(tenant_name: str, source_name: Optional[str], state: Optional[str],
-               limit: int) -> None:
+               limit: int, destination: Optional[str]) -> None:
     ks = keystore()
-    page, _ = ks.gateway.deliveries.list(tenant(ks, tenant_name), source_name, state,
-                                         None, limit)
+    query = validated(gateway_schemas.DeliveriesQuery, {
+        "source": source_name, "state": state, "limit": limit, "destination": destination})
+    page, _ = ks.gateway.deliveries.list(tenant(ks, tenant_name), query.source, query.state,
+                                         None, query.limit, destination=query.destination)
     for d in page:
         click.echo(json.dumps({"source": d.source, "event_id": d.event.event_id,
-                               "state": d.event.state,
+                               "destination": d.destination, "state": d.event.state,
                                "received_at": rfc3339(d.event.received_at),
                                "attempts": d.event.attempts}))
 
@@ -165,11 +173,15 @@ def deliveries(tenant_name: str, source_name: Optional[str], state: Optional[str
 @click.option("--source", "source_name", required=True)
 @click.option("--event-id", required=True)
 @click.option("--force", is_flag=True, help="Also an event that was delivered.")
-def redeliver(tenant_name: str, source_name: str, event_id: str, force: bool) -> None:
+@DESTINATION
+def redeliver(tenant_name: str, source_name: str, event_id: str, force: bool,
+              destination: Optional[str]) -> None:
     ks = keystore()
+    body = validated(gateway_schemas.Redeliver, {"source": source_name, "event_id": event_id,
+                                                 "force": force, "destination": destination})
     try:
-        ks.gateway.deliveries.redeliver(tenant(ks, tenant_name), source_name, event_id,
-                                        force)
+        ks.gateway.deliveries.redeliver(tenant(ks, tenant_name), body.source, body.event_id,
+                                        body.force, body.destination)
     except errors.AlreadyCompleted:
         raise click.ClickException("the event was delivered; redeliver it with --force "
                                    "(its workflow then runs again)") from None

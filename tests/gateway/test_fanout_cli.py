@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from .support import cli
+from .support import SECRET, Sink, cli, deliver, pump
 
 SINK = "http://127.0.0.1:9/hook"  # never reached: these tests forward nothing
 OTHER = "http://127.0.0.1:9/other"
@@ -112,3 +112,42 @@ def _write(tmp_path, text: str) -> str:
     path = tmp_path / f"raw-{abs(hash(text))}.json"
     path.write_text(text)
     return str(path)
+
+
+def test_deliveries_and_redeliver_name_a_destination(database_url, gw, forwarding, tmp_path):
+    """`keystore deliveries --destination` lists one destination's deliveries (each line
+    names its destination); `keystore redeliver` of an event with several needs one, and
+    queues only that delivery again."""
+    sinks = [Sink(), Sink()]
+    try:
+        status, answer, _ = gw.post("/v1/sources", {
+            "name": "shop", "provider": "testing", "secrets": [SECRET], "destinations": [
+                {"name": "billing", "url": sinks[0].url},
+                {"name": "crm", "url": sinks[1].url}]})
+        assert status == 201, answer
+        body = json.dumps({"id": "ev1", "type": "invoice.paid"}).encode()
+        assert deliver(gw, answer["source"], body, event_id="ev1")[0] == 202
+        assert sorted(pump(forwarding)) == ["delivered", "delivered"]
+
+        listed = cli(database_url, "deliveries", "--tenant", "acme", "--source", "shop",
+                     "--destination", "crm")
+        assert listed.returncode == 0, listed.stderr
+        lines = [json.loads(line) for line in listed.stdout.splitlines()]
+        assert [(d["event_id"], d["destination"], d["state"]) for d in lines] == [
+            ("ev1", "crm", "delivered")]
+
+        base = ("redeliver", "--tenant", "acme", "--source", "shop", "--event-id", "ev1",
+                "--force")
+        unnamed = cli(database_url, *base)
+        assert unnamed.returncode == 1 and "destination" in unnamed.stderr, unnamed.stderr
+        for bad, said in (("nobody", "nobody"), ("a\r\nInjected: 1", "destination")):
+            refused = cli(database_url, *base, "--destination", bad)
+            assert refused.returncode == 1 and said in refused.stderr, refused.stderr
+            assert "Injected" not in refused.stderr and "Traceback" not in refused.stderr
+        again = cli(database_url, *base, "--destination", "crm")
+        assert again.returncode == 0, again.stderr
+        assert pump(forwarding) == ["delivered"]
+        assert [len(s.requests) for s in sinks] == [1, 2]  # billing's was not sent again
+    finally:
+        for s in sinks:
+            s.close()

@@ -1,6 +1,7 @@
 """docs/webhooks/recipes.md runs as written: its shell blocks that need only the key store
 (the source, a Stripe-signed delivery, the operator's view, the redeliveries, the Zapier
-source, the Node-RED destination, Make's claim and complete, the clean-up) run in one bash,
+source, the Node-RED destination, Make's claim and complete, one endpoint routed to two
+workflows by type, the clean-up) run in one bash,
 in order, against the `keystore serve` the first block starts. Only the ports and the
 database's path are changed, to free ones. The n8n and Node-RED blocks are run by those
 packages' own tests (nodes/*/test/*gateway*)."""
@@ -56,7 +57,13 @@ def test_the_key_store_blocks_run_as_written(tmp_path):
     assert re.fullmatch(rf"{ks}/hooks/[A-Za-z0-9_-]{{32,}}", out["5"])  # Zapier's
     assert out["6"] == f"http://127.0.0.1:{ports['1880']}/stripe-events"
     assert out["7"].split() == ["acquired", "succeeded", "replay", "INV-1"]
-    assert "8" in out
+    # one Stripe endpoint, two workflows by type: each event is one delivery per destination,
+    # sent only where the filter takes it; a type neither takes is filtered by both
+    assert out["8"].splitlines() == [
+        "evt_routed_1 invoices queued", "evt_routed_1 payments filtered",
+        "evt_routed_2 invoices filtered", "evt_routed_2 payments queued",
+        "evt_routed_3 invoices filtered", "evt_routed_3 payments filtered"]
+    assert "9" in out
     with pytest.raises(ConnectionRefusedError):  # the clean-up stopped the service
         socket.create_connection(("127.0.0.1", int(ports["8090"])), timeout=5).close()
 
