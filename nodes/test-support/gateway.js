@@ -11,6 +11,8 @@
  *   await gw.waitDelivered(eventId);                    // the forward answered 2xx
  */
 const crypto = require('node:crypto');
+const fs = require('node:fs');
+const path = require('node:path');
 
 // docs.stripe.com/webhooks: the endpoint's signing secret; the whole string keys the HMAC
 const STRIPE_SECRET = `whsec_${crypto.randomBytes(24).toString('hex')}`;
@@ -41,7 +43,7 @@ function forwardSignature(keyText, id, timestamp, body) {
  * A Stripe event as Stripe sends it: pretty-printed JSON (so re-serialising it would not
  * reproduce the signed bytes) with non-ASCII text in it.
  */
-function stripeEvent(name) {
+function stripeEvent(name, type = 'payment_intent.succeeded') {
 	const id = `evt_${name}_${crypto.randomBytes(6).toString('hex')}`;
 	const event = {
 		id,
@@ -62,7 +64,7 @@ function stripeEvent(name) {
 		livemode: false,
 		pending_webhooks: 1,
 		request: { id: null, idempotency_key: null },
-		type: 'payment_intent.succeeded',
+		type,
 	};
 	return { id, event, body: JSON.stringify(event, null, 2) };
 }
@@ -70,12 +72,20 @@ function stripeEvent(name) {
 class Gateway {
 	/**
 	 * A `stripe` source named `name` in the key store's tenant, forwarding to `destination`
-	 * (signed with `destinationSecret`, a whsec_ string, when given).
+	 * (signed with `destinationSecret`, a whsec_ string, when given); or, with `destinations`
+	 * (the API's list, as docs/webhooks/recipes.md routes one endpoint to two workflows), to
+	 * each of those, through `keystore source create --destinations FILE`.
 	 */
-	static create(ks, { destination, destinationSecret, name = 'stripe', timeoutSeconds = 10, retryStatuses = [], deliveredHeader }) {
+	static create(ks, { destination, destinationSecret, destinations, name = 'stripe', timeoutSeconds = 10, retryStatuses = [], deliveredHeader }) {
 		const args = ['source', 'create', '--tenant', ks.tenant, '--name', name, '--provider', 'stripe',
-			'--secret', STRIPE_SECRET, '--destination', destination, '--timeout', String(timeoutSeconds),
-			'--public-url', ks.url];
+			'--secret', STRIPE_SECRET, '--public-url', ks.url];
+		if (destinations) {
+			const file = path.join(ks.dir, `${name}-destinations.json`);
+			fs.writeFileSync(file, JSON.stringify(destinations), { mode: 0o600 });
+			args.push('--destinations', file);
+			return new Gateway(ks, name, ks.cli(...args).split('\n').pop());
+		}
+		args.push('--destination', destination, '--timeout', String(timeoutSeconds));
 		if (destinationSecret) args.push('--destination-secret', destinationSecret);
 		for (const status of retryStatuses) args.push('--retry-status', String(status));
 		if (deliveredHeader) args.push('--delivered-header', deliveredHeader);
@@ -111,9 +121,13 @@ class Gateway {
 		return { status: response.status, body: await response.json(), replayed: response.headers.get('idempotent-replayed') };
 	}
 
-	/** The event's delivery as GET /v1/deliveries shows it to an operator. */
-	async delivery(eventId) {
-		const query = `source=${encodeURIComponent(this.name)}&event_id=${encodeURIComponent(eventId)}`;
+	/**
+	 * The event's delivery as GET /v1/deliveries shows it to an operator: to `destination`
+	 * (a name) when the source has several.
+	 */
+	async delivery(eventId, destination) {
+		let query = `source=${encodeURIComponent(this.name)}&event_id=${encodeURIComponent(eventId)}`;
+		if (destination) query += `&destination=${encodeURIComponent(destination)}`;
 		const get = () => this.ks.api('GET', `/v1/deliveries?${query}`, undefined, this.ks.operatorToken);
 		// A pooled connection the server closed while a synchronous CLI call (ks.cli) blocked the
 		// event loop fails at once ("fetch failed"); a GET may simply be sent again.
@@ -126,11 +140,11 @@ class Gateway {
 	}
 
 	/** Resolves with the delivery once it is `state`; rejects after timeoutMs with the last seen. */
-	async waitState(eventId, state, timeoutMs) {
+	async waitState(eventId, state, timeoutMs, destination) {
 		const deadline = Date.now() + timeoutMs;
 		let last;
 		while (Date.now() < deadline) {
-			last = await this.delivery(eventId);
+			last = await this.delivery(eventId, destination);
 			if (last?.state === state) return last;
 			await new Promise((resolve) => setTimeout(resolve, 200));
 		}

@@ -105,4 +105,4 @@ async function loadExample(file, patch = {}, store = keystore) {
 
 const eventId = (name) => `${name}-${crypto.randomUUID()}`;
 
-module.exports = { helper, loadFlow, loadExample, serveHttpNodes, waitUntil, eventId, keystore };
+module.exports = { helper, loadFlow, loadExample, serveHttpNodes, waitUntil, eventId, keystore, NODES };
