@@ -122,24 +122,33 @@ def source_disable(tenant_name: str, name: str) -> None:
                                             "ahead (without it: until resumed).")
 @click.option("--reason", default=None, help="Why, for the other operators (up to 256 "
                                              "characters).")
+@click.option("--destination", default=None,
+              help="Only this destination's forwarding (without it: every one's).")
 def source_pause(tenant_name: str, name: str, until: Optional[str],
-                 reason: Optional[str]) -> None:
+                 reason: Optional[str], destination: Optional[str]) -> None:
     ks = keystore()
-    body = validated(gateway_schemas.Pause, {"until": until, "reason": reason})
+    body = validated(gateway_schemas.Pause, {"until": until, "reason": reason,
+                                             "destination": destination})
     end = versions.parse(body.until)[1] if body.until is not None else None
-    run(lambda: ks.gateway.sources.pause(tenant(ks, tenant_name), name, end, body.reason))
-    say(f"keystore: paused source {name!r}" + (f" until {body.until}" if end else
-                                                 " until it is resumed"))
+    run(lambda: ks.gateway.sources.pause(tenant(ks, tenant_name), name, end, body.reason,
+                                         body.destination))
+    what = f"{name!r}" + (f" to {body.destination!r}" if body.destination else "")
+    say(f"keystore: paused source {what}" + (f" until {body.until}" if end else
+                                              " until it is resumed"))
 
 
 @source.command("resume", help="End the source's pause, an operator's or a destination's "
                                "(Retry-After); its waiting events are forwarded at once.")
 @TENANT
 @click.argument("name")
-def source_resume(tenant_name: str, name: str) -> None:
+@click.option("--destination", default=None,
+              help="Only this destination's pauses (without it: every one's).")
+def source_resume(tenant_name: str, name: str, destination: Optional[str]) -> None:
     ks = keystore()
-    run(lambda: ks.gateway.sources.resume(tenant(ks, tenant_name), name))
-    say(f"keystore: resumed source {name!r}")
+    body = validated(gateway_schemas.Resume, {"destination": destination})
+    run(lambda: ks.gateway.sources.resume(tenant(ks, tenant_name), name, body.destination))
+    what = f"{name!r}" + (f" to {body.destination!r}" if body.destination else "")
+    say(f"keystore: resumed source {what}")
 
 
 DESTINATION = click.option("--destination", default=None,

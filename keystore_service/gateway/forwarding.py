@@ -123,14 +123,17 @@ class Forwarding:
         """Clear the operators' pauses that ended by themselves (their time added to the
         waiting events' retry windows, storage/pauses.py); how many this relay cleared."""
         now, cleared = self.clock(), 0
-        for sid, tenant_id, _, _ in self.sources.expired_pauses(now):
+        for sid, tenant_id, destination_id in self.sources.expired_pauses(now):
             source = self.sources.by_id(sid)
-            if source is None or source.tenant_id != tenant_id or \
-                    source.operator_paused_until is None:
+            if source is None or source.tenant_id != tenant_id:
+                continue
+            view = next((v for v in self.sources.views(source)
+                         if v.destination_id == destination_id), None)
+            if view is None or view.operator_paused_until is None:
                 continue
             try:
                 with self.sources.transaction() as cur:
-                    self.sources.end_pause(cur, source, source.operator_paused_until, now)
+                    self.sources.end_pause(cur, view, view.operator_paused_until, now)
                 cleared += 1
             except PauseChanged:  # another relay, or an operator, ended it first
                 pass

@@ -70,6 +70,7 @@ class Through:
     header_names: list[str]
     has_secret: Optional[bool]
     health: str
+    paused: Optional[Paused] = None  # None: it forwards
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,38 +245,45 @@ class Sources:
                                           self.sealer.seal({"headers": each.headers,
                                                             "destination_secret": each.secret})}
 
-    def resume(self, tenant_id: int, name: str) -> Shown:
-        """End the source's pauses, an operator's (its time does not count toward the
-        retry windows of the events it held) and a destination's (its waiting events are
-        due at once), whatever their end. A source that is not paused is left as it is."""
-        self._paused(tenant_id, name, lambda cur, source, now: self.store.resume(
-            cur, source, now))
+    def resume(self, tenant_id: int, name: str, destination: Optional[str] = None) -> Shown:
+        """End the pauses of the source's destination named `destination` (None: of every
+        one), an operator's (its time does not count toward the retry windows of the events
+        it held) and a destination's (its waiting events are due at once), whatever their
+        end. One that is not paused is left as it is; NotFound for an unknown name."""
+        self._paused(tenant_id, name, destination, lambda cur, views, now: self.store.resume(
+            cur, views, now))
         return self.get(tenant_id, name)
 
     def pause(self, tenant_id: int, name: str, until: Optional[Micros],
-              reason: Optional[str]) -> Shown:
-        """An operator's pause until `until` (None: until resumed), or a new end and
-        reason for the one on. Events are still accepted; none is forwarded, none fails
-        meanwhile. InvalidRequest for an end not in the future or over a year ahead."""
+              reason: Optional[str], destination: Optional[str] = None) -> Shown:
+        """An operator's pause of the source's destination named `destination` (None: of
+        every one) until `until` (None: until resumed), or a new end and reason for the one
+        on. Events are still accepted; none is forwarded there, none fails meanwhile.
+        InvalidRequest for an end not in the future or over a year ahead; NotFound for an
+        unknown destination."""
         now = self.clock()
         if until is not None and not now < until <= now + PAUSE_AHEAD_DAYS * DAY * SECOND:
             raise errors.InvalidRequest(
                 f"until is in the future and at most {PAUSE_AHEAD_DAYS} days ahead (or "
                 "absent: paused until resumed)", details={"field": "until"})
-        self._paused(tenant_id, name, lambda cur, source, now: self.store.pause(
-            cur, source, now, until, reason))
+        self._paused(tenant_id, name, destination, lambda cur, views, now: self.store.pause(
+            cur, views, now, until, reason))
         return self.get(tenant_id, name)
 
-    def _paused(self, tenant_id: int, name: str, step: Callable[[Any, Source, Micros], None]
-                ) -> None:
-        """`step` in a transaction on the source as it is now; read and done again when
-        another writer ended its pause meanwhile (PauseChanged: rolled back, so the pause's
-        time is added to the windows once)."""
+    def _paused(self, tenant_id: int, name: str, destination: Optional[str],
+                step: Callable[[Any, list[Source], Micros], None]) -> None:
+        """`step` in a transaction on the destinations as they are now (the one named, or
+        all); read and done again when another writer ended a pause meanwhile (PauseChanged:
+        rolled back, so a pause's time is added to the windows once)."""
         def round_() -> Optional[Again]:
-            source = self._named(tenant_id, name)
+            views = self.store.views(self._named(tenant_id, name))
+            chosen = [v for v in views if destination in (None, v.destination_name)]
+            if not chosen:
+                raise errors.NotFound(f"the source {name!r} has no destination named "
+                                      f"{destination!r}", details={"field": "destination"})
             try:
                 with self.store.transaction() as cur:
-                    step(cur, source, self.clock())
+                    step(cur, chosen, self.clock())
             except PauseChanged:
                 return AGAIN
             return None
@@ -315,26 +323,27 @@ class Sources:
                                                 "setting": "KEYSTORE_SECRET_KEY"}) from None
 
     def _shown(self, source: Source, queue: Queue) -> Shown:
-        through = tuple(self._through(v) for v in self.store.views(source))
+        now = self.clock()
+        through = tuple(self._through(v, now) for v in self.store.views(source))
         try:
             sealed = self.sealer.open(source.sealed)
         except ValueError:  # shown as broken; the list never fails for one source
             return Shown(source, None, None, [], None, queue, "broken",
-                         paused_of(source, self.clock()), through)
+                         paused_of(source, now), through)
         return Shown(source, sealed["ingest_id"], len(sealed["secrets"]),
                      sorted(sealed.get("headers") or {}),
                      bool(sealed.get("destination_secret")), queue,
-                     "failing" if source.last_error else "ok",
-                     paused_of(source, self.clock()), through)
+                     "failing" if source.last_error else "ok", paused_of(source, now), through)
 
-    def _through(self, view: Source) -> Through:
+    def _through(self, view: Source, now: Micros) -> Through:
+        paused = paused_of(view, now)
         try:
             sealed = self.sealer.open(view.destination_sealed or view.sealed)
         except ValueError:
-            return Through(view, [], None, "broken")
+            return Through(view, [], None, "broken", paused)
         return Through(view, sorted(sealed.get("headers") or {}),
                        bool(sealed.get("destination_secret")),
-                       "failing" if view.last_error else "ok")
+                       "failing" if view.last_error else "ok", paused)
 
     def _provider(self, name: str) -> providers.Provider:
         if name not in providers.names():

@@ -37,10 +37,11 @@ class PauseSql:
         sid, tid, now = bindparam("sid"), bindparam("tid"), _micros("now")
         waiting = or_(E.state == Q.QUEUED.value, E.state == Q.DELIVERING.value)
         start, end = _micros("started"), _micros("end")
-        # an operator's pause is on every destination of the source (hook_destinations,
-        # 0020; several since 0023), begun at one time, so it ends on all of them at once
-        first = (D.source_id == sid, D.tenant_id == tid)
-        self.start = Sql(update(hook_destinations).where(*first).values(
+        # an operator's pause is on one destination (hook_destinations, 0020; several since
+        # 0023): a pause of the whole source is one on each, and each ends on its own
+        did = bindparam("did")
+        one = (D.id == did, D.tenant_id == tid)
+        self.start = Sql(update(hook_destinations).where(*one).values(
             operator_paused_at=func.coalesce(D.operator_paused_at, now),
             operator_paused_until=bindparam("until"), pause_reason=bindparam("reason")), d)
         self.touched = Sql(update(hook_sources).where(S.id == sid, S.tenant_id == tid).values(
@@ -48,16 +49,15 @@ class PauseSql:
         # The shift first (the events' rows, then the source's: the take's order of locks).
         # An event accepted during the pause starts its window when the pause ends.
         self.shift = Sql(update(hook_events).where(
-            E.tenant_id == tid, E.source_id == sid, waiting, E.window_start < end).values(
+            E.tenant_id == tid, E.destination_id == did, waiting, E.window_start < end).values(
             window_start=case((E.window_start >= start, end),
                               else_=E.window_start + (end - start))), d)
         self.end = Sql(update(hook_destinations).where(
-            *first, D.operator_paused_at == start).values(
+            *one, D.operator_paused_at == start).values(
             operator_paused_at=null(), operator_paused_until=null(), pause_reason=null())
             .returning(D.source_id), d)
         # Every tenant's pauses that ended by themselves (the relay's sweep clears them).
-        self.expired = Sql(select(D.source_id, D.tenant_id, D.operator_paused_at,
-                                  D.operator_paused_until).where(
+        self.expired = Sql(select(D.source_id, D.tenant_id, D.id).where(
             D.operator_paused_until <= now), d)
         # by the source's destinations: the (destination, state, next attempt) index (0021)
         queued = [E.tenant_id == tid, E.destination_id.in_(select(D.id).where(

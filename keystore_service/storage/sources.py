@@ -274,44 +274,47 @@ class SourceStore:
         it, and the parked ones (storage/take.py) are due now."""
         self._unkey.run(cur, {"tid": view.tenant_id, "did": view.destination_id, "now": now})
 
-    def resume(self, cur: Any, source: Source, now: Micros) -> None:
-        """End the source's pauses, the operator's (its time added to the waiting events'
-        retry windows; PauseChanged when another writer ended it first) and the
-        destination's (its queued events that waited for it are due now)."""
-        if source.operator_paused_at is not None:
-            until = source.operator_paused_until
-            self.end_pause(cur, source, now if until is None else min(until, now), now)
-        if source.paused_until is not None:
-            ids = {"did": source.destination_id, "tid": source.tenant_id}
-            self._waited.run(cur, {**ids, "now": now, "until": source.paused_until})
-            self._resume.run(cur, ids)
+    def resume(self, cur: Any, views: list[Source], now: Micros) -> None:
+        """End the pauses of each of `views` (destinations of one source, as read): the
+        operator's (its time added to its waiting events' retry windows; PauseChanged when
+        another writer ended it first) and the destination's (its queued events that waited
+        for it are due now)."""
+        for view in views:
+            if view.operator_paused_at is not None:
+                until = view.operator_paused_until
+                self.end_pause(cur, view, now if until is None else min(until, now), now)
+            if view.paused_until is not None:
+                ids = {"did": view.destination_id, "tid": view.tenant_id}
+                self._waited.run(cur, {**ids, "now": now, "until": view.paused_until})
+                self._resume.run(cur, ids)
 
-    def pause(self, cur: Any, source: Source, now: Micros, until: Optional[Micros],
+    def pause(self, cur: Any, views: list[Source], now: Micros, until: Optional[Micros],
               reason: Optional[str]) -> None:
-        """An operator's pause until `until` (None: until resumed), or its new end and
-        reason if one is on; one that ended by itself is cleared first (end_pause)."""
-        ended = source.operator_paused_until
-        if source.operator_paused_at is not None and ended is not None and ended <= now:
-            self.end_pause(cur, source, ended, now)
-        params = {"sid": source.id, "tid": source.tenant_id, "now": now, "until": until,
-                  "reason": reason}
-        self._p.start.run(cur, params)
-        self._p.touched.run(cur, params)
+        """An operator's pause of each of `views` until `until` (None: until resumed), or
+        its new end and reason where one is on; one that ended by itself is cleared first
+        (end_pause), so that a destination keeps its own beginning."""
+        for view in views:
+            ended = view.operator_paused_until
+            if view.operator_paused_at is not None and ended is not None and ended <= now:
+                self.end_pause(cur, view, ended, now)
+            self._p.start.run(cur, {"did": view.destination_id, "tid": view.tenant_id,
+                                    "now": now, "until": until, "reason": reason})
+        self._p.touched.run(cur, {"sid": views[0].id, "tid": views[0].tenant_id, "now": now})
 
-    def end_pause(self, cur: Any, source: Source, end: Micros, now: Micros) -> None:
-        """Clear the operator's pause read in `source` (begun at operator_paused_at, over at
-        `end`) and move the retry windows of the events it held on by its length;
-        PauseChanged (roll back) when another writer ended it first."""
-        params = {"sid": source.id, "tid": source.tenant_id,
-                  "started": source.operator_paused_at, "end": end, "now": now}
+    def end_pause(self, cur: Any, view: Source, end: Micros, now: Micros) -> None:
+        """Clear the operator's pause of `view`'s destination as read (begun at
+        operator_paused_at, over at `end`) and move the retry windows of the deliveries it
+        held on by its length; PauseChanged (roll back) when another writer ended it first."""
+        params = {"sid": view.id, "tid": view.tenant_id, "did": view.destination_id,
+                  "started": view.operator_paused_at, "end": end, "now": now}
         self._p.shift.run(cur, params)
         if self._p.end.one(cur, params) is None:
             raise PauseChanged()
         self._p.touched.run(cur, params)
 
-    def expired_pauses(self, now: Micros) -> list[tuple[int, int, Micros, Micros]]:
+    def expired_pauses(self, now: Micros) -> list[tuple[int, int, int]]:
         """Every tenant's operator pauses that ended by themselves and are not cleared yet:
-        (source id, tenant id, began, ended)."""
+        (source id, tenant id, destination id)."""
         with self.db.connection() as cur:
             return [tuple(row) for row in self._p.expired.all(cur, {"now": now})]
 

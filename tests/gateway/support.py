@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Optional
 
@@ -208,3 +209,16 @@ def make(gw, sink, name, provider, **extra):
 
 def now_seconds(clock) -> int:
     return clock.now // SECOND
+
+
+def attempt_all(forwarding, ended: bool = True, holder: str = "pause-relay") -> list:
+    """One relay round with its sweep (a paused source's ended events, probes, pauses
+    that ended by themselves)."""
+    taken, _ = forwarding.take_some(holder, 16, ended=ended)
+    return [o.value if o else None for o in (
+        forwarding.settle(job, holder, forwarding.attempt(job)) for job in taken)]
+
+
+def at(micros: int) -> str:
+    """RFC 3339 in UTC of a clock's `micros`, as a pause's `until` is written."""
+    return datetime.fromtimestamp(micros / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

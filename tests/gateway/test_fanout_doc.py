@@ -5,14 +5,17 @@ filtered by both; the listing by destination shows crm's two deliveries."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import time
 
 import pytest
 
-from .doc_blocks import run_block
-from .support import Sink
+from .doc_blocks import PAGE, run_block
+from .support import KEY, Sink
+
+REPO = PAGE.parents[2]
 
 
 @pytest.mark.skipif(not shutil.which("curl"), reason="the page's commands use curl")
@@ -38,3 +41,24 @@ def test_the_several_destinations_block_runs_as_written(tmp_path):
         assert states == [("evt_1", "billing", "delivered"), ("evt_1", "crm", "filtered"),
                           ("evt_2", "billing", "filtered"), ("evt_2", "crm", "delivered"),
                           ("evt_3", "billing", "filtered"), ("evt_3", "crm", "filtered")]
+
+        # "An operator's pause": its block naming a destination, on the same source
+        section = PAGE.read_text().split("### An operator's pause", 1)[1].split("\n### ", 1)[0]
+        named, = [b for b in re.findall(r"```sh\n(.*?)```", section, flags=re.S)
+                  if '"destination": "crm"' in b]
+        # the page's tenant is the quick start's, `default`; this server's token is acme's
+        named = named.replace("keystore source pause stripe", "keystore source pause "
+                              "stripe --tenant acme")
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", named], cwd=REPO,
+                              capture_output=True, text=True, timeout=60, env={
+                                  "PATH": "/usr/bin:/bin", "KS": ran.server.url,
+                                  "TOKEN": ran.token, "KEYSTORE_SECRET_KEY": KEY,
+                                  "KEYSTORE_DATABASE_URL": ran.server.database_url})
+        assert done.returncode == 0, done.stderr[-2000:]
+        shown = subprocess.run(["curl", "-s", f"{ran.server.url}/v1/sources/stripe",
+                                "-H", f"Authorization: Bearer {ran.token}"],
+                               capture_output=True, text=True, timeout=20)
+        paused = {d["name"]: d["paused"] for d in json.loads(shown.stdout)["source"][
+            "destinations"]}
+        assert paused == {"billing": None, "crm": {"by": "operator", "until": None,
+                                                   "reason": "CRM maintenance"}}

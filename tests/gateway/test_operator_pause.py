@@ -6,33 +6,18 @@ nothing, and retry now makes a backed-off event due at once (409 with its state 
 not queued)."""
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import pytest
 
-from .support import BODY, create_source, deliver
+from .support import BODY, at, attempt_all, create_source, deliver
 
-HOLDER = "pause-relay"
 WINDOW = 60  # the shortest retry window a source takes
 TTL = WINDOW + 86_400  # at least the window and a day
-
-
-def attempt_all(forwarding, ended: bool = True) -> list:
-    """One relay round with its sweep (a paused source's ended events, probes, pauses
-    that ended by themselves)."""
-    taken, _ = forwarding.take_some(HOLDER, 16, ended=ended)
-    return [o.value if o else None for o in (
-        forwarding.settle(job, HOLDER, forwarding.attempt(job)) for job in taken)]
 
 
 def shown(gw, name="shop") -> dict:
     status, body, _ = gw.get(f"/v1/sources/{name}")
     assert status == 200, body
     return body["source"]
-
-
-def at(micros: int) -> str:
-    return datetime.fromtimestamp(micros / 1e6, UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def state_of(gw, event_id="evt_1") -> dict:

@@ -179,8 +179,15 @@ def test_resume_is_an_operators_and_only_of_its_own_tenant(gw, op, sink):
     assert "X-Injected" not in headers
     r = gw.client.get("/v1/sources/shop/resume", headers=gw._auth(...))
     assert r.status_code == 405 and r.get_json()["error"]["code"] == "method_not_allowed"
-    status, body, _ = gw.post("/v1/sources/shop/resume", raw=b'{"until": ', headers={
-        "Content-Type": "application/json"})  # a body is not read: nothing to refuse
+    # a body may name a destination (issue 29), so it is read: what is not one is refused
+    for raw in (b'{"until": ', b'{"until": null}', b'{"destination": "a\r\nX-Injected: 1"}',
+                b'{"destination": 1}'):
+        status, body, headers = gw.post("/v1/sources/shop/resume", raw=raw, headers={
+            "Content-Type": "application/json"})
+        assert status == 400 and body["error"]["code"] == "invalid_request", raw
+        assert "X-Injected" not in headers
+    status, body, _ = gw.post("/v1/sources/shop/resume", raw=b"{}", headers={
+        "Content-Type": "application/json"})
     assert status == 200 and body["source"]["paused_until"] is None
 
 

@@ -77,7 +77,9 @@ def change_source(name: str):
 @v1.post("/sources/<name>/resume")
 def resume_source(name: str):
     require_operator(g.principal)
-    shown = _ks().sources.resume(g.principal.tenant_id, name)
+    body = parsing.body(gateway_schemas.Resume) if request.get_data(cache=True) else \
+        gateway_schemas.Resume()  # no body: every destination
+    shown = _ks().sources.resume(g.principal.tenant_id, name, body.destination)
     _ks().wake()  # this process's relay at once; the others at their next sweep (1 s)
     return respond({"source": source_json(shown)})
 
@@ -88,7 +90,8 @@ def pause_source(name: str):
     body = parsing.body(gateway_schemas.Pause) if request.get_data(cache=True) else \
         gateway_schemas.Pause()  # no body: paused until resumed, no reason
     until = versions.parse(body.until)[1] if body.until is not None else None
-    shown = _ks().sources.pause(g.principal.tenant_id, name, until, body.reason)
+    shown = _ks().sources.pause(g.principal.tenant_id, name, until, body.reason,
+                                body.destination)
     return respond({"source": source_json(shown)})
 
 
@@ -127,6 +130,7 @@ def source_json(shown: Shown) -> dict:
         "destinations": [destination_json(t.view, t.header_names, t.has_secret) | {
             "name": t.view.destination_name, "max_in_flight": t.view.max_in_flight,
             "health": t.health, "paused_until": rfc3339(t.view.paused_until),
+            "paused": paused_json(t.paused),
             "last_error": t.view.last_error, "last_error_at": rfc3339(t.view.last_error_at)}
             for t in shown.destinations],
         "signature": options.get("signature"), "event_id": options.get("event_id"),

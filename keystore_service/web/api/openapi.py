@@ -17,6 +17,7 @@ from keystore_service.web.api import (
     send_schemas,
     source_schemas,
 )
+from keystore_service.web.api import gateway_answers as ha
 from keystore_service.web.api import gateway_schemas as hs
 
 REF = "#/components/schemas/{model}"
@@ -170,9 +171,9 @@ def document() -> dict:
             "security": [{"bearer": []}]}
 
 
-GATEWAY_MODELS = [hs.SourceCreate, hs.SourceChange, hs.SourceResponse, hs.SourcesResponse,
-                  hs.Redeliver, hs.DeliveriesResponse, hs.DeliveryResponse, hs.IngestAnswer,
-                  hs.Pause, hs.Retry, hs.RetryAnswer]
+GATEWAY_MODELS = [hs.SourceCreate, hs.SourceChange, ha.SourceResponse, ha.SourcesResponse,
+                  hs.Redeliver, ha.DeliveriesResponse, ha.DeliveryResponse, ha.IngestAnswer,
+                  hs.Pause, hs.Resume, hs.Retry, ha.RetryAnswer]
 
 
 def _body_of(model: type[BaseModel]) -> dict:
@@ -189,16 +190,16 @@ def _gateway() -> dict:
 def _sources(op: dict) -> dict:
     name = [{"name": "name", "in": "path", "required": True,
              "schema": {"type": "string", "pattern": "^[a-z0-9_-]{1,64}$"}}]
-    one = {"200": _json(hs.SourceResponse, "the source (never its secrets)"), **op,
+    one = {"200": _json(ha.SourceResponse, "the source (never its secrets)"), **op,
            "404": _json(schemas.ErrorResponse, "no such source")}
     return {
         "/v1/sources": {
             "post": {"summary": "Create a webhook source (operator)",
                      "requestBody": _body_of(hs.SourceCreate),
-                     "responses": {"201": _json(hs.SourceResponse, "created, with its "
+                     "responses": {"201": _json(ha.SourceResponse, "created, with its "
                                                 "ingest_url"), **op, **_errors("413")}},
             "get": {"summary": "The tenant's webhook sources (operator)",
-                    "responses": {"200": _json(hs.SourcesResponse, "ok"), **op}}},
+                    "responses": {"200": _json(ha.SourcesResponse, "ok"), **op}}},
         "/v1/sources/{name}": {
             "get": {"summary": "One source", "parameters": name, "responses": one},
             "patch": {"summary": "Change a source (rotate secrets, move the destination)",
@@ -207,9 +208,11 @@ def _sources(op: dict) -> dict:
             "delete": {"summary": "Disable a source: its ingest URL answers 404",
                        "parameters": name, "responses": one}},
         "/v1/sources/{name}/resume": {"post": {
-            "summary": "End the source's pause (a destination's Retry-After): its waiting "
+            "summary": "End the source's pauses, an operator's and a destination's "
+                       "Retry-After, or with a destination only that one's: its waiting "
                        "events are due at once (operator)",
-            "parameters": name, "responses": one}},
+            "parameters": name, "requestBody": {**_body_of(hs.Resume), "required": False},
+            "responses": {**one, **_errors("413")}}},
         "/v1/sources/{name}/pause": {"post": {
             "summary": "Pause the source's forwarding (operator): events are still accepted, "
                        "none is forwarded, none fails; resume ends it",
@@ -224,18 +227,18 @@ def _deliveries(op: dict) -> dict:
             "summary": "Retry now: a queued event, or every queued event of a source, is due "
                        "at once whatever its backoff (operator)",
             "requestBody": _body_of(hs.Retry),
-            "responses": {"202": _json(hs.RetryAnswer, "due now"), **op, **_errors("413"),
+            "responses": {"202": _json(ha.RetryAnswer, "due now"), **op, **_errors("413"),
                           "404": _json(schemas.ErrorResponse, "no such source or event"),
                           "409": _json(schemas.ErrorResponse, "the event is not queued: "
                                        "in_progress or already_completed, with its state")}}},
         "/v1/deliveries": {"get": {
             "summary": "Deliveries of the tenant's sources, newest first (operator)",
             "parameters": _query(hs.DeliveriesQuery),
-            "responses": {"200": _json(hs.DeliveriesResponse, "ok"), **op}}},
+            "responses": {"200": _json(ha.DeliveriesResponse, "ok"), **op}}},
         "/v1/deliveries/redeliver": {"post": {
             "summary": "Forward an event again under the same identity (operator)",
             "requestBody": _body_of(hs.Redeliver),
-            "responses": {"202": _json(hs.DeliveryResponse, "queued again"), **op,
+            "responses": {"202": _json(ha.DeliveryResponse, "queued again"), **op,
                           **_errors("413"),
                           "404": _json(schemas.ErrorResponse, "no such source or event"),
                           "409": _json(schemas.ErrorResponse, "in_progress, "
@@ -246,8 +249,8 @@ def _deliveries(op: dict) -> dict:
             "parameters": [{"name": "ingest_id", "in": "path", "required": True,
                             "schema": {"type": "string", "maxLength": 128}}],
             "requestBody": {"required": False, "content": {"*/*": {"schema": {}}}},
-            "responses": {"202": _json(hs.IngestAnswer, "accepted (committed)"),
-                          "200": _json(hs.IngestAnswer, "duplicate or held"),
+            "responses": {"202": _json(ha.IngestAnswer, "accepted (committed)"),
+                          "200": _json(ha.IngestAnswer, "duplicate or held"),
                           "400": _json(schemas.ErrorResponse, "no event id"),
                           "401": _json(schemas.ErrorResponse, "invalid_signature"),
                           "404": _json(schemas.ErrorResponse, "no such source"),

@@ -5,7 +5,9 @@
  * KEYSTORE_SECRET_KEY), which forwards them to the shipped example
  * examples/gateway-stripe-to-invoice.json (Webhook -> the forward's signature -> Guard on
  * Idempotency-Key -> the invoice API -> Complete). Runs are counted through n8n's own REST API,
- * effects at the invoice sink.
+ * effects at the invoice sink. The last test routes one Stripe endpoint to two workflows by
+ * event type (issue 29): the example for invoices, and a copy of it on another path, made as
+ * docs/webhooks/recipes.md makes it, for payments.
  */
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -18,6 +20,7 @@ const { Sink } = require('./sink');
 const { Gateway, forwardSecret, forwardSignature, stripeEvent } = require('../../../test-support/gateway');
 
 const WORKFLOW_ID = 'ksExampleGatewayStripe1';
+const PAYMENTS_ID = 'ksExampleGatewayStripe2'; // the copy docs/webhooks/recipes.md makes
 const OUTAGE_MS = 20_000; // the issue: n8n stopped for 20 s while Stripe resends
 // After a 20 s outage the gateway's full-jitter backoff is at attempt 5-7 (waits of up to
 // 16-64 s) and n8n takes 10-60 s to start on a busy 2-core CI machine: 4 minutes is ample.
@@ -48,9 +51,10 @@ test.before(async () => {
 			// the destination secret's decoded bytes: the 32 hex characters (docs/webhooks/recipes.md)
 			{ id: 'ksExampleForwardSecret', name: 'Key Store forward secret', type: 'crypto', data: { hmacSecret: secret.hex } },
 		],
-		[workflow],
+		[workflow, paymentsCopy(workflow)],
 	);
 	await n8n.publish(WORKFLOW_ID);
+	await n8n.publish(PAYMENTS_ID);
 	await n8n.start();
 	// as docs/webhooks/recipes.md sets it up: n8n's start-up answers (404 before its webhooks
 	// are mounted, 200 "starting up" without the workflow's header) are retried, not final
@@ -68,6 +72,20 @@ test.after(async () => {
 	await ks?.stop();
 	await sink?.stop();
 });
+
+/**
+ * The example under another id, name, path and webhook id, as the recipe's jq makes it (one
+ * workflow per path in n8n): `payment_intent.*` goes to /webhook/stripe-payment.
+ */
+function paymentsCopy(workflow) {
+	const copy = JSON.parse(JSON.stringify(workflow));
+	Object.assign(copy, { id: PAYMENTS_ID, name: `${copy.name} (payments)` });
+	for (const node of copy.nodes.filter((n) => n.type === 'n8n-nodes-base.webhook')) {
+		node.parameters.path = 'stripe-payment';
+		node.webhookId = '5b0c7e2a-9d41-4f63-a8e2-3c6d1f0b9a72';
+	}
+	return copy;
+}
 
 /** Stops `n8n start` (its process group) and waits for it to exit; the user folder stays. */
 async function haltN8n() {
@@ -99,9 +117,9 @@ async function rest(method, route, body) {
 	return (await response.json()).data;
 }
 
-/** The example workflow's executions, newest first, once none is still running. */
-async function executions() {
-	const filter = encodeURIComponent(JSON.stringify({ workflowId: WORKFLOW_ID }));
+/** A workflow's executions (default: the example's), newest first, once none is still running. */
+async function executions(workflowId = WORKFLOW_ID) {
+	const filter = encodeURIComponent(JSON.stringify({ workflowId }));
 	for (;;) {
 		const { results } = await rest('GET', `executions?filter=${filter}&limit=250`);
 		if (results.every((run) => !['new', 'running', 'waiting'].includes(run.status))) return results;
@@ -255,6 +273,34 @@ test('the key store is down: the workflow answers 503 with Retry-After, and a la
 	assert.equal(invoicesFor(id).length, 0);
 	assert.equal((await postForward(body, id)).status, 201);
 	assert.deepEqual([(await postForward(body, id)).status, invoicesFor(id).length], [200, 1]);
+});
+
+test('one Stripe endpoint, two workflows by event type: each event runs the workflow of its type once', async () => {
+	const forward = { secret: secret.whsec, retry_statuses: [404], delivered_header: 'X-Workflow-Done' };
+	const routed = Gateway.create(ks, {
+		name: 'stripe-routed',
+		destinations: [
+			{ name: 'invoices', url: `${n8n.url}/webhook/stripe-invoice`, filter: { event_types: ['invoice.*'] }, ...forward },
+			{ name: 'payments', url: `${n8n.url}/webhook/stripe-payment`, filter: { event_types: ['payment_intent.*'] }, ...forward },
+		],
+	});
+	const invoice = stripeEvent('routed_invoice', 'invoice.paid');
+	const payment = stripeEvent('routed_payment', 'payment_intent.succeeded');
+	const other = stripeEvent('routed_customer', 'customer.created');
+	const before = [(await executions()).length, (await executions(PAYMENTS_ID)).length];
+	for (const { body } of [invoice, payment, other]) assert.equal((await routed.deliver(body)).status, 202);
+	assert.equal((await routed.deliver(payment.body)).body.status, 'duplicate', "Stripe's resend");
+
+	for (const [event, to, away] of [[invoice, 'invoices', 'payments'], [payment, 'payments', 'invoices']]) {
+		const sent = await routed.waitState(event.id, 'delivered', 60_000, to);
+		assert.deepEqual(sent.attempts.map((a) => a.status_code), [201], `${event.id} to ${to}`);
+		assert.deepEqual((await routed.waitState(event.id, 'filtered', 60_000, away)).attempts, []);
+		assert.equal(invoicesFor(event.id).length, 1);
+	}
+	for (const name of ['invoices', 'payments']) assert.deepEqual((await routed.waitState(other.id, 'filtered', 60_000, name)).attempts, []);
+	assert.equal(invoicesFor(other.id).length, 0, 'a type neither takes runs no workflow');
+	const after = [(await executions()).length, (await executions(PAYMENTS_ID)).length];
+	assert.deepEqual([after[0] - before[0], after[1] - before[1]], [1, 1], 'one run in each workflow');
 });
 
 /** Resolves with check()'s truthy value; rejects after timeoutMs. */
