@@ -12,7 +12,8 @@ forwards it. docs/webhooks/README.md's ingest table, in its order:
     new event id                    202 accepted                after the commit
     seen, same body                 200 duplicate (+ Idempotent-Replayed: true)
     seen, other body                200 held: a review keeps the body for a person
-A database error at any step is 503 with nothing stored: the provider resends later.
+A database error at any step is 503 with nothing stored: the provider resends later. So is
+a destination removed while this process's cache still lists it (SourceChanged).
 """
 from __future__ import annotations
 
@@ -53,6 +54,14 @@ BROKEN = ("this webhook source cannot take deliveries now: the key store cannot 
           "secrets (its operators see it as broken); resend later")
 
 
+class SourceChanged(errors.Unavailable):
+    """503 `unavailable`, nothing written: the source's destinations changed under this
+    process's cache (a delivery's foreign key refused a destination removed since). Not a
+    database outage (not counted as one); the resend reads the source afresh."""
+
+    from_database = False
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     status: int
@@ -81,7 +90,8 @@ class Ingest:
                  cache_seconds: float = 5.0, wake: Callable[[], bool] = lambda: False,
                  received: Callable[[str, str, str], None] = lambda *a: None,
                  tenant_name: Callable[[int], str] = str, group_commit: bool = True,
-                 admission: Optional[Admission] = None):
+                 admission: Optional[Admission] = None,
+                 monotonic: Callable[[], float] = time.monotonic):
         self.sources, self.events, self.records, self.reviews = sources, events, records, \
             reviews
         self.sealer, self.clock, self._wake = sealer, clock, wake
@@ -97,7 +107,7 @@ class Ingest:
             else None
         self._received, self.tenant_name = received, tenant_name
         self.admission = admission or Admission()
-        self.cache_seconds = cache_seconds
+        self.cache_seconds, self.monotonic = cache_seconds, monotonic
         self._cache: dict[str, tuple[Opened, float]] = {}
         self._lock = threading.Lock()
 
@@ -107,7 +117,7 @@ class Ingest:
         `cache_seconds` on in every worker (KEYSTORE_TOKEN_CACHE_SECONDS)."""
         key = ingest_hash(ingest_id)
         hit = self._cache.get(key)
-        if hit is not None and hit[1] > time.monotonic():
+        if hit is not None and hit[1] > self.monotonic():
             return hit[0]
         found = self.sources.by_ingest_hash(key)
         if found is None or not found.active:
@@ -122,7 +132,7 @@ class Ingest:
             with self._lock:
                 if len(self._cache) > 10_000:  # bounds memory with many sources
                     self._cache.clear()
-                self._cache[key] = (opened, time.monotonic() + self.cache_seconds)
+                self._cache[key] = (opened, self.monotonic() + self.cache_seconds)
         return opened
 
     def received(self, source: Source, status: str) -> None:
@@ -155,8 +165,14 @@ class Ingest:
                                         details={"field": "event_id"}) from None
         fingerprint = rules.body_fingerprint(body, provider.volatile)
         kept = rules.kept_headers(pairs)  # as they came, names in their own case
-        arrival = self._record(opened.views or (source,), event_id, fingerprint, body, kept,
-                               now, event_type)
+        try:
+            arrival = self._record(opened.views or (source,), event_id, fingerprint, body,
+                                   kept, now, event_type)
+        except self.events.db.integrity_errors:  # rolled back: nothing of it was written
+            with self._lock:
+                self._cache.pop(source.ingest_hash, None)
+            raise SourceChanged("this webhook source changed while the event came in; "
+                                "resend it") from None
         self.received(source, _STATUS[arrival])
         if arrival in (Arrival.NEW, Arrival.NEW_INCARNATION):
             self.wake()
