@@ -1,7 +1,7 @@
 """docs/webhooks/recipes.md runs as written: its shell blocks that need only the key store
 (the source, a Stripe-signed delivery, the operator's view, the redeliveries, the Zapier
 source, the Node-RED destination, Make's claim and complete, one endpoint routed to two
-workflows by type, the clean-up) run in one bash,
+workflows by type, then to two Zaps and two Make scenarios, the clean-up) run in one bash,
 in order, against the `keystore serve` the first block starts. Only the ports and the
 database's path are changed, to free ones. The n8n and Node-RED blocks are run by those
 packages' own tests (nodes/*/test/*gateway*)."""
@@ -63,7 +63,13 @@ def test_the_key_store_blocks_run_as_written(tmp_path):
         "evt_routed_1 invoices queued", "evt_routed_1 payments filtered",
         "evt_routed_2 invoices filtered", "evt_routed_2 payments queued",
         "evt_routed_3 invoices filtered", "evt_routed_3 payments filtered"]
-    assert "9" in out
+    # the same for Zapier (stripe-zap's one destination kept first, a second Zap beside it)
+    # and Make (a source of its own): nothing is sent to either, the list is what they get
+    assert out["9"].splitlines() == ["default invoice.* 10/s", "payments payment_intent.* 10/s"]
+    assert out["10"].splitlines() == [
+        "invoices invoice.* https://hook.eu1.make.com/invoices-webhook-token",
+        "payments payment_intent.* https://hook.eu1.make.com/payments-webhook-token"]
+    assert "11" in out
     with pytest.raises(ConnectionRefusedError):  # the clean-up stopped the service
         socket.create_connection(("127.0.0.1", int(ports["8090"])), timeout=5).close()
 
