@@ -56,6 +56,18 @@ def split_review_subject(subject: str) -> tuple[str, str]:
     return scope, kind
 
 
+def delivery_subject(source: str, destination: str, fanout: int) -> str:
+    """The subject of a delivery_failing issue: the source of one destination (as v1.1),
+    `source/destination` for each destination of a source that has several (a name has no
+    `/`: its alphabet)."""
+    return source if fanout <= 1 else f"{source}/{destination}"
+
+
+def split_delivery_subject(subject: str) -> tuple[str, str | None]:
+    source, _, destination = subject.partition("/")
+    return source, destination or None
+
+
 def event_type(event: str) -> str:
     """A webhook channel's `type`: issue.opened, issue.resolved, issue.reminder, test."""
     return event if event in ("test", "report", "more") else f"issue.{event}"

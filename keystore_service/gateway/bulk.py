@@ -182,7 +182,8 @@ class Bulk:
         detail = self.deliveries.detail(who.tenant_id, item.source, item.event_id,
                                         item.destination)
         review = next((r for r in detail.reviews
-                       if r.kind == domain.ReviewKind.DELIVERY_FAILED.value), None)
+                       if r.kind == domain.ReviewKind.DELIVERY_FAILED.value
+                       and r.destination in ("", detail.destination)), None)
         if review is None:
             return False
         self.operations.resolve(who, scope_of(item.source), item.event_id, "dismiss",

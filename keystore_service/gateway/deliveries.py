@@ -121,16 +121,26 @@ class Deliveries:
             again = self.events.redeliver(cur, event, now)
             if again is None:  # changed under us: another redelivery won
                 raise errors.InProgress("the event is queued or being forwarded")
-            if record is not None and record.state in domain.FINISHED:
+            # The record is in progress again, unless another of its deliveries stays
+            # failed: then it stays failed (any delivery failed for good fails it), and the
+            # redelivery of that last one moves it.
+            failed = self.events.states_of(cur, tenant_id, event.record_id).get(
+                DeliveryState.FAILED.value, 0)
+            if record is not None and record.state in domain.FINISHED and not failed:
                 window_end = rules.window_end(now, source.retry_window_seconds)
                 self.records.compare_and_set(record, {
                     "state": State.IN_PROGRESS.value, "lease_expires_at": window_end,
                     "result": None, "result_resource_id": None}, cur)
+            name = self._name(cur, source, event)
             self.reviews.close(cur, record.id, "redelivered", now,
-                               kind=domain.ReviewKind.DELIVERY_FAILED.value)
+                               kind=domain.ReviewKind.DELIVERY_FAILED.value, destination=name)
         self.wake()
-        return Delivery(source.name, again, [], None,
-                        destination or source.destination_name)
+        return Delivery(source.name, again, [], None, name)
+
+    def _name(self, cur, source: Source, event: Event) -> str:
+        """The name of the destination of the delivery `event`."""
+        return next((v.destination_name for v in self.sources.views(source, cur)
+                     if v.destination_id == event.destination_id), source.destination_name)
 
 
     def retry(self, tenant_id: int, source_name: str, event_id: Optional[str] = None,

@@ -350,33 +350,43 @@ class Forwarding:
             self.events.record_attempt(cur, event, now, result.duration_ms, result.status,
                                        result.error, result.answer)
         if outcome is not Outcome.RETRY:
-            self._settle_record(cur, event, outcome, result, now)
+            self._settle_record(cur, event, outcome, result, now, job.source.destination_name)
         return True
 
     def _settle_record(self, cur, event: Event, outcome: Outcome, result: Result,
-                       now: Micros) -> None:
+                       now: Micros, destination: str) -> None:
+        """The record's end after one of its deliveries ended: `failed` at the first that
+        failed for good, and each failed delivery's own delivery_failed review; `succeeded`
+        once every delivery ended well. A record a person settled meanwhile stands."""
         seen = self.records.locked(cur, event.tenant_id, event.record_id)
-        if seen is None or seen.state != State.IN_PROGRESS.value:
-            return  # a person settled it meanwhile (or another delivery failed): it stands
-        delivered = outcome in ENDS_WELL
-        # Read after the lock: of two deliveries ending at once, the later sees the other's
-        # end, so the record ends once every delivery did (or at the first failed for good).
-        states = self.events.states_of(cur, event.tenant_id, event.record_id)
-        if delivered and any(states.get(s.value) for s in (DeliveryState.QUEUED,
-                                                             DeliveryState.DELIVERING)):
+        if seen is None:
             return
-        state = State.SUCCEEDED.value if delivered else State.FAILED.value
+        if outcome not in ENDS_WELL:
+            if seen.state == State.IN_PROGRESS.value:
+                seen = self._end_record(cur, seen, State.FAILED.value, outcome, result, now)
+            if seen is not None and seen.state == State.FAILED.value:
+                last = self.events.attempts_of(cur, [event.id]).get(event.id, [])[-5:]
+                kept = json.dumps({"attempts": [
+                    {"at": a.at, "status_code": a.status_code, "error": a.error,
+                     "answer": (a.answer or "")[:512]} for a in last]})
+                self.reviews.open_or_count(cur, seen, domain.ReviewKind.DELIVERY_FAILED, now,
+                                           kept=kept, destination=destination)
+            return
+        if seen.state != State.IN_PROGRESS.value:
+            return  # a person settled it, or another delivery failed for good: it stands
+        # Read after the lock: of two deliveries ending at once, the later sees the other's
+        # end, so the record ends once every delivery did.
+        states = self.events.states_of(cur, event.tenant_id, event.record_id)
+        if any(states.get(s.value) for s in (DeliveryState.QUEUED, DeliveryState.DELIVERING)):
+            return
+        self._end_record(cur, seen, State.SUCCEEDED.value, outcome, result, now)
+
+    def _end_record(self, cur, seen, state: str, outcome: Outcome, result: Result,
+                    now: Micros):
         changes = {"state": state, "lease_expires_at": None, "result_resource_id": None,
                    "result": _ending(outcome, result)}
-        new = self.records.compare_and_set(seen, changes, cur,
-                                           {"ending": state, "ended_at": now})
-        if new is not None and not delivered:
-            last = self.events.attempts_of(cur, [event.id]).get(event.id, [])[-5:]
-            kept = json.dumps({"attempts": [
-                {"at": a.at, "status_code": a.status_code, "error": a.error,
-                 "answer": (a.answer or "")[:512]} for a in last]})
-            self.reviews.open_or_count(cur, new, domain.ReviewKind.DELIVERY_FAILED, now,
-                                       kept=kept)
+        return self.records.compare_and_set(seen, changes, cur,
+                                            {"ending": state, "ended_at": now})
 
 
 _STATES = {Outcome.DELIVERED: DeliveryState.DELIVERED.value,  # an attempt's outcome: its state

@@ -19,7 +19,7 @@ from keystore_service.domain.issues import SECOND
 from keystore_service.domain.records import HOOK_SCOPE_PREFIX, Micros
 from keystore_service.service.sealing import Sealer
 from keystore_service.storage.alerts import AlertStore
-from keystore_service.storage.issues import Issue, IssueStore, Watched
+from keystore_service.storage.issues import Issue, IssueStore, Watched, WatchedDestination
 
 log = logging.getLogger("keystore.issues")
 
@@ -33,6 +33,10 @@ class Finding:
     subject: str
     detail: str
     count: int = 1
+
+
+def _subject(d: WatchedDestination) -> str:
+    return words.delivery_subject(d.source, d.name, d.fanout)
 
 
 def issue_json(issue: Issue, rfc3339: Callable[[Optional[Micros]], Optional[str]],
@@ -65,14 +69,15 @@ class Issues:
         notices and the reminders due). Safe beside other processes doing the same."""
         now = self.clock()
         sources = self.store.watched_sources()
-        findings = self._findings(sources, now)
+        destinations = self.store.watched_destinations()
+        findings = self._findings(sources, destinations, now)
         held = {(f.tenant_id, f.kind, f.subject) for f in findings}
         done = {"opened": 0, "resolved": 0, "notices": 0, "reminders": 0}
         live = self.store.live()
-        # Sources failing, but not yet for their alert_after_seconds: a live
+        # Destinations failing, but not yet for their alert_after_seconds: a live
         # delivery_failing issue stays (a success, not a young failure, clears it).
-        undecided = {(s.tenant_id, "delivery_failing", s.name) for s in sources
-                     if s.failing_since is not None}
+        undecided = {(d.tenant_id, "delivery_failing", _subject(d)) for d in destinations
+                     if d.failing_since is not None}
         with self.store.transaction() as cur:
             for f in findings:
                 try:
@@ -100,38 +105,49 @@ class Issues:
         self._reminded.update(tried)  # committed: made, by this process or another
         return done
 
-    def _findings(self, sources: list[Watched], now: Micros) -> list[Finding]:
+    def _findings(self, sources: list[Watched], destinations: list[WatchedDestination],
+                  now: Micros) -> list[Finding]:
         found: list[Finding] = []
-        failed_reviews: dict[tuple[int, str], int] = {}
         for (tenant_id, scope, kind), n in sorted(self.store.open_reviews().items()):
-            if kind == "delivery_failed":
-                failed_reviews[(tenant_id, scope)] = n
+            if kind == "delivery_failed":  # delivery_failing covers them (the contract)
                 continue
             found.append(Finding(tenant_id, "reviews_waiting", words.review_subject(scope, kind),
                                  f"{n} open {kind} review(s) in scope {scope}", n))
         for s in sources:
-            found.extend(self._of_source(s, now, failed_reviews.get(
-                (s.tenant_id, HOOK_SCOPE_PREFIX + s.name), 0)))
+            found.extend(self._of_source(s, now))
+        failed = self.store.failed_deliveries()
+        for d in destinations:
+            found.extend(self._of_destination(d, now, failed.get(
+                (d.tenant_id, HOOK_SCOPE_PREFIX + d.source, d.name), 0)))
         for (tenant_id, connection), n in sorted(self.store.unresolved_sends().items()):
             found.append(Finding(tenant_id, "send_unresolved", connection,
                                  f"{n} send(s) of connection {connection} wait for a person: "
                                  "their outcome is unknown and no check settled it", n))
         return found
 
-    def _of_source(self, s: Watched, now: Micros, failed: int) -> list[Finding]:
+    @staticmethod
+    def _of_destination(d: WatchedDestination, now: Micros, failed: int) -> list[Finding]:
+        """delivery_failing, per destination: its forwards have failed for its source's
+        alert_after_seconds, or deliveries to it failed for good (their reviews are open)."""
+        failing_for = None if d.failing_since is None else now - d.failing_since
+        if not failed and (failing_for is None or
+                           failing_for < d.alert_after_seconds * SECOND):
+            return []
+        why = [f"{failed} event(s) failed for good"] if failed else []
+        if failing_for is not None:
+            why.append(f"forwards failing for {failing_for // SECOND} s"
+                       + (f" ({d.last_error})" if d.last_error else ""))
+        if d.fanout > 1:
+            why.append(f"destination {d.name}")
+        return [Finding(d.tenant_id, "delivery_failing", _subject(d), "; ".join(why),
+                        max(failed, 1))]
+
+    def _of_source(self, s: Watched, now: Micros) -> list[Finding]:
         found = []
         if s.state == "active" and not self._can_open(s.sealed):
             found.append(Finding(s.tenant_id, "source_broken", s.name,
                                  "no configured KEYSTORE_SECRET_KEY opens its secrets: its "
                                  "ingest answers 503"))
-        failing_for = None if s.failing_since is None else now - s.failing_since
-        if failed or (failing_for is not None and failing_for >= s.alert_after_seconds * SECOND):
-            why = [f"{failed} event(s) failed for good"] if failed else []
-            if failing_for is not None:
-                why.append(f"forwards failing for {failing_for // SECOND} s"
-                           + (f" ({s.last_error})" if s.last_error else ""))
-            found.append(Finding(s.tenant_id, "delivery_failing", s.name, "; ".join(why),
-                                 max(failed, 1)))
         if s.oldest_queued_at is not None and \
                 now - s.oldest_queued_at >= s.backlog_alert_seconds * SECOND:
             found.append(Finding(s.tenant_id, "backlog", s.name,

@@ -19,10 +19,11 @@ from keystore_service.storage.db import Database
 from keystore_service.storage.send_tables import sends
 from keystore_service.storage.sql import Sql
 from keystore_service.storage.route_tables import hook_destinations
-from keystore_service.storage.sources import WITH_DESTINATION
+from keystore_service.storage.sources import WITH_DESTINATIONS
 from keystore_service.storage.tables import hook_events, hook_sources, reviews
 
 T, S, E, V, D = issues.c, hook_sources.c, hook_events.c, reviews.c, hook_destinations.c
+F = hook_destinations.alias("f").c  # a source's destinations, counted
 PAGE = 500  # issues per listing, newest first
 
 
@@ -50,11 +51,23 @@ class Watched:
     name: str
     state: str
     sealed: str
-    failing_since: Optional[Micros]
-    last_error: Optional[str]
     alert_after_seconds: int
     backlog_alert_seconds: int
     oldest_queued_at: Optional[Micros]
+
+
+@dataclass(frozen=True, slots=True)
+class WatchedDestination:
+    """A destination as the watchers see it: its source's, its own failing run, and how
+    many destinations its source has (issue subjects: domain/issues.delivery_subject)."""
+
+    tenant_id: int
+    source: str
+    name: str
+    fanout: int
+    failing_since: Optional[Micros]
+    last_error: Optional[str]
+    alert_after_seconds: int
 
 
 class IssueStore:
@@ -91,11 +104,19 @@ class IssueStore:
         oldest = case((queued.is_(None), delivering), (delivering.is_(None), queued),
                       (queued <= delivering, queued), else_=delivering)
         self._sources = Sql(select(
-            S.id, S.tenant_id, S.name, S.state, S.sealed, D.failing_since, D.last_error,
+            S.id, S.tenant_id, S.name, S.state, S.sealed,
             S.alert_after_seconds, S.backlog_alert_seconds, oldest).select_from(
-            WITH_DESTINATION).order_by(S.id), d)
+            hook_sources).order_by(S.id), d)
+        fanout = select(func.count()).where(F.source_id == S.id).scalar_subquery()
+        self._destinations = Sql(select(
+            S.tenant_id, S.name, D.name, fanout, D.failing_since, D.last_error,
+            S.alert_after_seconds).select_from(WITH_DESTINATIONS)
+            .order_by(S.id, D.position), d)
         self._reviews = Sql(select(V.tenant_id, V.scope, V.kind, func.count()).where(
             V.state == "open").group_by(V.tenant_id, V.scope, V.kind), d)
+        failed = V.kind == ReviewKind.DELIVERY_FAILED.value
+        self._failed = Sql(select(V.tenant_id, V.scope, V.destination, func.count()).where(
+            V.state == "open", failed).group_by(V.tenant_id, V.scope, V.destination), d)
         # Sends waiting for a person: unresolved, their record's send_unknown review open.
         waiting = sends.c.state == SendState.UNRESOLVED.value
         self._sends = Sql(select(sends.c.tenant_id, sends.c.connection_name,
@@ -180,6 +201,15 @@ class IssueStore:
     def watched_sources(self) -> list[Watched]:
         with self.db.connection() as cur:
             return [Watched(*r) for r in self._sources.all(cur)]
+
+    def watched_destinations(self) -> list[WatchedDestination]:
+        with self.db.connection() as cur:
+            return [WatchedDestination(*r) for r in self._destinations.all(cur)]
+
+    def failed_deliveries(self) -> dict[tuple[int, str, str], int]:
+        """Open delivery_failed reviews counted by (tenant, scope, destination)."""
+        with self.db.connection() as cur:
+            return {(t, s, n): c for t, s, n, c in self._failed.all(cur)}
 
     def open_reviews(self) -> dict[tuple[int, str, str], int]:
         """Open reviews counted by (tenant, scope, kind)."""

@@ -1,8 +1,9 @@
 """Review items and the resolution audit trail, in SQL. Every method runs on the caller's
 cursor, inside the caller's transaction: a review opens or closes with the change it is about.
 
-One open review per (record, kind) is enforced by a partial unique index, so "open one, or
-count one more refused attempt on the open one" is a single upsert. The record keeps the id
+One open review per (record, kind, destination) is enforced by a partial unique index (the
+destination is a delivery_failed review's, '' for the other kinds), so "open one, or count one
+more refused attempt on the open one" is a single upsert. The record keeps the id
 of its oldest open review (`records.review_id`) so that rendering a record needs no query
 unless a review is open.
 """
@@ -46,6 +47,7 @@ class Review:
     resolved_at: Optional[Micros]
     resolved_by: Optional[str]
     kept: Optional[str] = None  # JSON: a refused body and headers kept for a person
+    destination: str = ""  # a delivery_failed review's destination's name (0024)
 
     @property
     def refused(self) -> list[str]:
@@ -60,7 +62,8 @@ class ReviewStore:
             {c.name: bindparam(c.name) for c in reviews.c
              if c.name not in ("id", "resolution", "resolved_at", "resolved_by")})
         self._open = Sql(ins.on_conflict_do_update(
-            index_elements=[V.record_id, V.kind], index_where=text("state = 'open'"),
+            index_elements=[V.record_id, V.kind, V.destination],
+            index_where=text("state = 'open'"),
             set_={"count": V.count + ins.excluded.count, "updated_at": ins.excluded.updated_at},
         ).returning(*reviews.c), d)
         self._refused = Sql(update(reviews).where(V.id == bindparam("rid")).values(
@@ -71,6 +74,9 @@ class ReviewStore:
         self._close_kind = Sql(closing.where(
             V.record_id == bindparam("record_id"), V.state == "open",
             V.kind.like(bindparam("kind"))), d)
+        self._close_delivery = Sql(closing.where(
+            V.record_id == bindparam("record_id"), V.state == "open",
+            V.kind == bindparam("kind"), V.destination == bindparam("destination")), d)
         self._close_one = Sql(closing.where(
             V.record_id == bindparam("record_id"), V.state == "open",
             V.id == bindparam("review_id")), d)
@@ -86,15 +92,16 @@ class ReviewStore:
 
     def open_or_count(self, cur: Any, record: Record, kind: str, now: Micros,
                       refused_fingerprint: Optional[str] = None, count: int = 1,
-                      kept: Optional[str] = None) -> Review:
-        """Open the record's review of `kind`, or count `count` more refusals on it. `kept`
-        (what a person compares, JSON) is stored when the review opens, never replaced."""
+                      kept: Optional[str] = None, destination: str = "") -> Review:
+        """Open the record's review of `kind` (a delivery_failed one: of the delivery to
+        `destination`), or count `count` more refusals on it. `kept` (what a person
+        compares, JSON) is stored when the review opens, never replaced."""
         review = Review(*self._open.one(cur, {
             "tenant_id": record.tenant_id, "record_id": record.id, "scope": record.scope,
             "key": record.key, "incarnation": record.incarnation, "attempt": record.attempt,
             "kind": kind, "state": "open", "opened_at": now, "updated_at": now, "count": count,
             "original_fingerprint": record.fingerprint, "refused_fingerprints": None,
-            "kept": kept}))
+            "kept": kept, "destination": destination}))
         if refused_fingerprint is not None and refused_fingerprint not in review.refused:
             fps = ([refused_fingerprint] + review.refused)[:KEEP_FINGERPRINTS]
             self._refused.run(cur, {"rid": review.id, "fps": json.dumps(fps)})
@@ -104,12 +111,15 @@ class ReviewStore:
 
     def close(self, cur: Any, record_id: int, resolution: str, now: Micros,
               actor: Optional[str] = None, kind: str = "%",
-              review_id: Optional[int] = None) -> list[int]:
-        """Resolve the record's open reviews (of `kind`, or only `review_id`); the record then
-        points at its oldest review still open, if any."""
+              review_id: Optional[int] = None, destination: Optional[str] = None
+              ) -> list[int]:
+        """Resolve the record's open reviews (of `kind`; only `review_id`; or the review of
+        `kind`, a name, of the delivery to `destination`); the record then points at its
+        oldest review still open, if any."""
         params = {"record_id": record_id, "kind": kind, "resolution": resolution, "now": now,
-                  "actor": actor, "review_id": review_id}
-        stmt = self._close_kind if review_id is None else self._close_one
+                  "actor": actor, "review_id": review_id, "destination": destination}
+        stmt = self._close_one if review_id is not None else \
+            self._close_kind if destination is None else self._close_delivery
         ids = [row[0] for row in stmt.all(cur, params)]
         if ids:
             self._point.run(cur, {"record_id": record_id})

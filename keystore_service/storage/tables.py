@@ -142,7 +142,8 @@ attempts = Table(
 REVIEW_KINDS = ("('fingerprint_mismatch', 'stale_lease', 'delivery_failed', 'late_repeat', "
                 "'send_unknown')")
 
-# What needs a person: one open review per (record, kind); refused claims count on it.
+# What needs a person: one open review per (record, kind, destination); refused claims count
+# on it. `destination`: a delivery_failed review's destination (0024), '' for the others.
 reviews = Table(
     "reviews", metadata,
     Column("id", Id, primary_key=True),
@@ -165,10 +166,11 @@ reviews = Table(
     # What a person compares: a refused body kept with its review (JSON, at most 64 KiB of
     # body; the gateway's held webhooks, and kept claim payloads), removed when it closes.
     Column("kept", Text, nullable=True),
+    Column("destination", String(64), nullable=False, server_default=""),
     CheckConstraint(f"kind IN {REVIEW_KINDS}", name="kind"),
     CheckConstraint("state IN ('open', 'resolved')", name="state"),
     CheckConstraint("(state = 'open') = (resolution IS NULL)", name="resolution"),
-    Index("uq_reviews_open", "record_id", "kind", unique=True,
+    Index("uq_reviews_open", "record_id", "kind", "destination", unique=True,
           postgresql_where=text("state = 'open'"), sqlite_where=text("state = 'open'")),
     Index(None, "tenant_id", "state", "opened_at"),
 )

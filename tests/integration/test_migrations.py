@@ -13,6 +13,9 @@ from keystore_service.storage import migrate
 from keystore_service.storage.db import normalise_url
 from keystore_service.storage.tables import metadata, records, tenants
 
+from .migration_support import own_url, row  # noqa: F401 (own_url: a fixture)
+from .migration_support import to_revision as _to
+
 HOUR = 3600 * 1_000_000
 
 
@@ -31,15 +34,6 @@ def test_the_migrated_schema_matches_the_table_definitions(engine):
 
 def test_upgrade_is_idempotent(database_url):
     assert migrate.upgrade(database_url) == migrate.upgrade(database_url) == migrate.head()
-
-
-def row(**over):
-    base = dict(tenant_id=1, scope="s", key="k", state="in_progress", fingerprint=None,
-                attempt=1, incarnation=1, lease_token_hash="h", lease_acquired_at=0,
-                lease_expires_at=1, on_stale="reconcile", first_seen_at=0, last_seen_at=0,
-                expires_at=1, duplicate_count=0)
-    base.update(over)
-    return base
 
 
 @pytest.mark.parametrize("bad", [
@@ -117,26 +111,6 @@ def test_an_upgrade_cuts_a_pause_stored_before_the_bound(tmp_path):
     engine.dispose()
     assert bound == 3600
     assert before * 1e6 + HOUR <= until <= time.time() * 1e6 + HOUR
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def own_url(request, tmp_path):
-    """A migrated database of the test's own, which it may migrate down."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/own.db"
-        migrate.upgrade(url)
-        return url
-    return request.getfixturevalue("pg_database")("_own")
-
-
-def _to(url: str, revision: str, down: bool = False) -> None:
-    from alembic import command
-    engine = create_engine(normalise_url(url))
-    with engine.begin() as conn:
-        cfg = migrate._config()
-        cfg.attributes["connection"] = conn
-        (command.downgrade if down else command.upgrade)(cfg, revision)
-    engine.dispose()
 
 
 def _add_source(conn, sid: int, name: str, config: str, **destination) -> None:

@@ -278,6 +278,11 @@ def _resolve_hook(body: schemas.ResolveRequest):
     deliveries = ks.gateway.deliveries
     detail = deliveries.detail(g.principal.tenant_id, source, body.key)
     failed = [name for name, e in detail.deliveries if e.state == DeliveryState.FAILED]
+    if body.review_id is not None:  # that review's delivery only (each has its own)
+        review = next((r for r in detail.reviews if r.id == body.review_id), None)
+        if review is None:
+            raise errors.NotFound(f"the record has no open review {body.review_id}")
+        failed = [review.destination] if review.destination else failed
     for name in failed or [None]:  # the failed deliveries; else the one there is (or 400)
         deliveries.redeliver(g.principal.tenant_id, source, body.key, True, name)
     record = ks.service.lookup(g.principal.tenant_id, body.scope, body.key)

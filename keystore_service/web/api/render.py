@@ -56,7 +56,9 @@ def review_json(v: Review) -> dict:
             "opened_at": rfc3339(v.opened_at), "count": v.count, "resolution": v.resolution,
             "updated_at": rfc3339(v.updated_at), "resolved_at": rfc3339(v.resolved_at),
             "resolved_by": v.resolved_by, "original_fingerprint": v.original_fingerprint,
-            "refused_fingerprints": v.refused}
+            "refused_fingerprints": v.refused,
+            # a delivery_failed review's destination (a source may have several); else null
+            "destination": v.destination or None}
 
 
 def kept_json(kept: Optional[dict]) -> dict:

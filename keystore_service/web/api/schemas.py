@@ -201,6 +201,7 @@ class ReviewOut(_Out):
     resolved_by: Optional[str]
     original_fingerprint: Optional[str]
     refused_fingerprints: list[str]
+    destination: Optional[str] = None  # a delivery_failed review's destination
 
 
 class RecordOut(_Out):

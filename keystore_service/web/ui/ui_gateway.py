@@ -103,12 +103,13 @@ def hook_deliveries():
     source = source_name(args["source"]) if args.get("source") else None
     state, after = delivery_state(args.get("state")), cursor(args.get("cursor"))
     kind = type_glob(args.get("event_type"))
+    destination = destination_name(args.get("destination"))  # an issue's link names one
     page, next_cursor = _gateway().deliveries.list(_tenant(), source, state, None,
-                                                   DELIVERIES_PAGE, after, kind)
+                                                   DELIVERIES_PAGE, after, kind, destination)
     names = [s.name for s, _ in _gateway().sources.overview(_tenant())]
     return render_template("ui/deliveries.html", items=page, next_cursor=next_cursor,
                            source=source, state=state, states=DELIVERY_STATES, names=names,
-                           event_type=kind,
+                           event_type=kind, destination=destination,
                            first_page=after is None, attempts_shown=ATTEMPTS_SHOWN)
 
 
@@ -117,7 +118,8 @@ def hook_event():
     detail = _gateway().deliveries.detail(_tenant(), source, event_id,
                                           destination_name(request.args.get("destination")))
     held = next((v for v in detail.reviews if v.kind == "fingerprint_mismatch"), None)
-    failed = next((v for v in detail.reviews if v.kind == "delivery_failed"), None)
+    failed = next((v for v in detail.reviews if v.kind == "delivery_failed"
+                   and v.destination in ("", detail.destination)), None)
     compare = _held_bodies(detail.event.body, held.kept) if held and held.kept else None
     return render_template("ui/hook_event.html", d=detail, held=held, failed=failed,
                            compare=compare, failed_answers=_answers(failed),

@@ -35,8 +35,9 @@ def behind(issue: Issue) -> tuple[str, str]:
     if issue.kind == "reviews_waiting":
         scope, kind = words.split_review_subject(issue.subject)
         return url_for("ui.queue", scope=scope, kind=kind), f"the {kind} reviews of {scope}"
-    if issue.kind == "delivery_failing":
-        return (url_for("ui.hook_deliveries", source=issue.subject,
+    if issue.kind == "delivery_failing":  # a source, or source/destination (several)
+        source, destination = words.split_delivery_subject(issue.subject)
+        return (url_for("ui.hook_deliveries", source=source, destination=destination,
                         state=DeliveryState.FAILED.value),
                 f"the failed deliveries of {issue.subject}")
     if issue.kind == "backlog":
