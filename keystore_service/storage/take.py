@@ -1,19 +1,22 @@
-"""The take of due events, fair across tenants and sources (issue 25): the statements of
-HookStore.take_due.
+"""The take of due events, fair across tenants, sources and destinations (issue 25): the
+statements of HookStore.take_due.
 
 A take serves only sources with room (not paused, fewer events in flight than their
 `max_in_flight`, counted across every relay under the sources' row locks) and serves them
-in turn: each source offers its oldest due events up to its free slots, and the events
-chosen interleave by tenant first, then by source, starting with the tenant and the source
-a take served longest ago (`hook_destinations.last_taken_at`, written by the take). So one
-source's backlog, however old, never keeps another source's event waiting behind it.
+in turn: each source offers its oldest due events up to its free slots. So one source's
+backlog, however old, never keeps another source's event waiting behind it.
 
 Since migration 0021 each event goes to one destination of its source (its
 `destination_id`), and everything said here of a source is said of each destination: the
-room, the pauses, the rate, the probe and the order per key are the destination's row's, and
-the turns are taken by destination (a source with several has a turn for each). The
-candidates' and the locked rows' "source id" is the destination's id; a locked row is the
-source seen through that destination (storage/sources.Source, its destination_id).
+room, the pauses, the rate, the probe and the order per key are the destination's row's.
+The candidates' and the locked rows' "source id" is the destination's id; a locked row is
+the source seen through that destination (storage/sources.Source, its destination_id).
+The turns have three levels: the events chosen interleave by tenant, then within a tenant
+by source, then within a source by destination, each level starting with the one a take
+served longest ago (`hook_destinations.last_taken_at`, written by the take; a source's and
+a tenant's: the latest of those of their destinations that offer events), ties by id. So a
+source with ten flooded destinations gets one turn for another source's one of the same
+tenant, not ten.
 
 Two round trips on PostgreSQL, as before (bench/NOTES.md, "The gateway"): the
 candidates (per source, an index scan of its own due events that stops at its room, rows
@@ -198,10 +201,11 @@ _EVENT_DESTINATION = [c.name for c in hook_events.c].index("destination_id")
 DESTINATION = [f.name for f in fields(Source)].index("destination_id")
 _EVENT_COLUMNS = ", ".join(c.name for c in hook_events.c)
 # The choice, after the sources' rows are locked (a statement of its own before it, so the
-# count in flight sees every other relay's committed take): per source its first `room`
-# candidates (expired leases first, then the oldest due); a paused source only those whose
-# window ended; then turn by turn, each tenant's next source's next event, tenants and
-# sources served longest ago first (ties by id); at most :n in all.
+# count in flight sees every other relay's committed take): per destination its first
+# `room` candidates (expired leases first, then the oldest due); a paused one only those
+# whose window ended; then turn by turn (module docstring): each tenant's next source's next
+# destination's next event (`rounds`: the destinations' turns within their source, `turns`:
+# the sources' within their tenant); at most :n in all.
 # A due event of a source with a rate waits while an older due event of its source is left
 # out of this take's candidates (another relay holds it locked, PostgreSQL's SKIP LOCKED):
 # the other relay forwards that one first, so a rate's backlog goes in acceptance order.
@@ -214,22 +218,28 @@ _OLDER = (f"SELECT 1 FROM hook_events o WHERE o.destination_id = c.sid AND o.sta
 _LEASE = f"""
     WITH c AS ({{candidates}}),
     src AS (
-        SELECT s.id AS sid, s.tenant_id AS tid, COALESCE(s.last_taken_at, 0) AS last,
+        SELECT s.id AS sid, s.source_id AS so, s.tenant_id AS tid,
+               COALESCE(s.last_taken_at, 0) AS last,
                {_PAUSED} AS paused, s.max_in_flight - {_IN_FLIGHT} AS slots,
                {_RATE_ROOM} AS paced, s.rate_interval_us IS NOT NULL AS rated
         FROM hook_destinations s WHERE s.id IN (SELECT sid FROM c)),
     fit AS (
-        SELECT c.id, c.sid, c.kind, src.tid, src.last,
+        SELECT c.id, c.sid, c.kind, src.so, src.tid, src.last,
                CASE WHEN src.paused OR src.paced >= src.slots THEN src.slots
                     ELSE src.paced END AS room,
                row_number() OVER (PARTITION BY c.sid ORDER BY c.kind, c.ord, c.id) AS rn
         FROM c JOIN src ON src.sid = c.sid WHERE (c.kind = {ENDED} OR NOT src.paused)
             AND (NOT src.rated OR c.kind <> {DUE} OR NOT EXISTS ({_OLDER}))),
-    turns AS (
-        SELECT id, sid, kind, tid,
-               row_number() OVER (PARTITION BY tid ORDER BY rn, last, sid) AS turn,
+    rounds AS (
+        SELECT id, sid, kind, so, tid,
+               row_number() OVER (PARTITION BY so ORDER BY rn, last, sid) AS dturn,
+               max(last) OVER (PARTITION BY so) AS slast,
                max(last) OVER (PARTITION BY tid) AS tlast
         FROM fit WHERE rn <= room),
+    turns AS (
+        SELECT id, sid, kind, tid, tlast,
+               row_number() OVER (PARTITION BY tid ORDER BY dturn, slast, so) AS turn
+        FROM rounds),
     chosen AS (SELECT id, sid, kind FROM turns ORDER BY turn, tlast, tid LIMIT :n){{touch}}
     UPDATE hook_events SET state = {_DELIVERING}, attempts = attempts + 1,
         lease_holder = :holder,
