@@ -143,7 +143,7 @@ def newer(candidate: Any, last: Any) -> Optional[bool]:
     """True when `candidate` is strictly newer than `last`, False when it is not (equal is
     not newer), None when they cannot be compared: both must be numbers (exact, whatever
     their size), both timestamps with a zone (as instants, every digit of the fraction), or
-    both other strings (code point order)."""
+    both other strings (code point order; a string holding a lone surrogate is none)."""
     a, b = _comparable(candidate), _comparable(last)
     if a is None or b is None or a[0] != b[0]:
         return None
@@ -156,9 +156,20 @@ def _comparable(value: Any) -> Optional[tuple[str, Any]]:
     if isinstance(value, int) or (isinstance(value, float) and math.isfinite(value)):
         return "number", value  # Python compares an int with a float exactly
     if isinstance(value, str):
+        if not _is_text(value):  # a lone surrogate ("\ud800" in the body): no text to store
+            return None
         instant = _instant(value)
         return ("text", value) if instant is None else ("time", instant)
     return None
+
+
+def _is_text(value: str) -> bool:
+    """Whether `value` is text UTF-8 can carry (no lone surrogate), as the tables keep it."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _instant(text: str) -> Optional[tuple[Any, str]]:
