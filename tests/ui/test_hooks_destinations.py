@@ -82,3 +82,29 @@ def test_each_destination_is_shown_and_redelivered_on_its_own(app, ana, shop, si
                    destination="nope").status_code == 404
     assert ana.get("/ui/hooks/event", source="shop", event_id="evt_1",
                    destination="Not a name").status_code == 400
+
+
+def test_each_failed_delivery_is_a_line_of_the_queue_and_its_issue_links_to_it(
+        app, ana, shop, sinks):
+    """Both destinations refuse an event for good: the queue has a line per delivery, each
+    naming its destination; crm's issue links to crm's failed deliveries, and that
+    listing (filtered by destination) shows crm's line only; a hostile destination
+    filter is a 400 page, never echoed as markup."""
+    sinks[0].answer = lambda n, r: 400
+    body = json.dumps({"id": "evt_1", "type": "order.paid"}).encode()
+    assert deliver(app.test_client(), shop, body, "evt_1") == 202
+    assert sorted(pump(app)) == ["failed", "failed"]
+    assert ana.get("/ui/", kind="delivery_failed").status_code == 200
+    rows = re.findall(r"<tr>.*?</tr>", ana.html, re.S)[1:]
+    assert sorted(re.search(r"to (billing|crm)<", r).group(1) for r in rows) == \
+        ["billing", "crm"]
+    app.extensions["keystore"].gateway.issues.watch()
+    assert ana.get("/ui/issues").status_code == 200
+    link = ('href="/ui/hooks/deliveries?source=shop&amp;destination=crm&amp;state=failed"')
+    assert link in ana.html and "shop/billing" in text(ana.html)
+    assert ana.get("/ui/hooks/deliveries", source="shop", destination="crm",
+                   state="failed").status_code == 200
+    rows = re.findall(r"<tr>.*?</tr>", ana.html, re.S)[1:]
+    assert len(rows) == 1 and "<td><code>crm</code></td>" in rows[0]
+    assert ana.get("/ui/hooks/deliveries", destination="<b>x</b>").status_code == 400
+    assert "<b>x</b>" not in ana.html
