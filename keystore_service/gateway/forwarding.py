@@ -97,8 +97,7 @@ class Forwarding:
         self.versions = versions  # None: orderings are not kept (no store to keep them)
 
     def take(self, holder: str, limit: int) -> list[Job]:
-        """Up to `limit` due events, each now leased to `holder`."""
-        return self.take_some(holder, limit)[0]
+        return self.take_some(holder, limit)[0]  # up to `limit` due events, leased to holder
 
     def take_some(self, holder: str, limit: int, ended: bool = False
                   ) -> tuple[list[Job], bool]:
@@ -109,13 +108,14 @@ class Forwarding:
         jobs, left, _ = self.take_paced(holder, limit, ended)
         return jobs, left
 
-    def take_paced(self, holder: str, limit: int, ended: bool = False
+    def take_paced(self, holder: str, limit: int, ended: bool = False, idle: bool = False
                    ) -> tuple[list[Job], bool, Optional[Micros]]:
         """take_some(), and when a source whose rate held back due events has room again
-        (None: no rate held any), so that the relay looks again then."""
+        (None: none), for the relay to look then; `idle`: its spare slots' take (take.py)."""
         if ended:
             self.end_pauses()
-        taken, sources, left, slot = self.events.take_due(holder, self.clock(), limit, ended)
+        taken, sources, left, slot = self.events.take_due(holder, self.clock(), limit,
+                                                          ended, idle)
         return [Job(e, Source(*sources[e.destination_id]), self.tenant_name(e.tenant_id))
                 for e in taken], left, slot
 

@@ -4,6 +4,13 @@ It wakes when its own process accepted an event (wake()), when PostgreSQL delive
 NOTIFY on `keystore_hooks` (any instance accepted one), and at least once a second for due
 retries, expired leases and missed signals. Any number of relays, in any processes and on
 any hosts sharing the database, work side by side: each attempt is leased.
+
+Besides its `concurrency` slots a relay has spare ones (SPARE_SHARE of them, at least one)
+for idle sources only: while slow destinations hold every slot (a source's destinations'
+max_in_flight add up past the slots: ten destinations at 4 are 40), a source with nothing in
+flight anywhere still gets its event out at once (storage/take.py, _IDLE), rather than after
+a slot frees, which a destination that times out delays by its timeout_seconds. The spare
+slots' take runs at most every SPARE_LOOK_SECONDS, and only while every slot is taken.
 """
 from __future__ import annotations
 
@@ -27,6 +34,11 @@ SWEEP_SECONDS = 1.0  # docs/webhooks/README.md: every forwarder sweeps at least 
 # after a take: a fast rate (up to 1,000,000/s) is served by the burst each take leases, not
 # by a take per event.
 RATE_WAIT_FLOOR = 0.005
+SPARE_SHARE = 4  # a relay has concurrency // SPARE_SHARE spare slots (4 of 16), at least 1
+# While the slots are full every accepted event wakes the relay: its look for idle sources'
+# events is made at most this often (a take's cost, under a flood, 10 times a second at most;
+# an idle source's event waits 0.1 s more at worst).
+SPARE_LOOK_SECONDS = 0.1
 
 
 def holder_name(suffix: str = "") -> str:
@@ -37,6 +49,8 @@ class Relay:
     def __init__(self, forwarding: Forwarding, concurrency: int, holder: Optional[str] = None,
                  listen_url: Optional[str] = None):
         self.forwarding, self.concurrency = forwarding, concurrency
+        self.spare = max(1, concurrency // SPARE_SHARE)
+        self._spare_at = 0.0  # when the next look for idle sources' events may be made
         self.holder = holder or holder_name()
         self.listen_url = listen_url
         self._wake = threading.Event()
@@ -51,7 +65,8 @@ class Relay:
         self._owed = False  # a wake-up came while no slot was free
         self._sweep_at = 0.0  # when the next take also takes paused sources' ended events
         self._lock = threading.Lock()
-        self._pool = ThreadPoolExecutor(2 * concurrency, thread_name_prefix="keystore-forward")
+        self._pool = ThreadPoolExecutor(2 * concurrency + self.spare,
+                                        thread_name_prefix="keystore-forward")
         # Forwards that end while another's settle is being written are settled together,
         # in one transaction (group commit, as the claims: service/grouping.py).
         self._settles: Groups[tuple[Job, Result], Outcome] = Groups(
@@ -77,8 +92,11 @@ class Relay:
             self._owed = True
             return False
 
-    def _free(self) -> int:
-        return min(self.concurrency - self._busy, 2 * self.concurrency - self._threads)
+    def _free(self, spare: bool = False) -> int:
+        """The slots free (with `spare`: the spare ones too), and threads to settle them."""
+        more = self.spare if spare else 0
+        return min(self.concurrency + more - self._busy,
+                   2 * self.concurrency + more - self._threads)
 
     def stop(self, wait: float = 20.0) -> None:
         """Stop taking events; wait up to `wait` s for forwards in flight (an unfinished
@@ -95,9 +113,19 @@ class Relay:
                 free = self._free()
                 if free > 0:
                     self._owed = False
+                spare = self._free(spare=True) if free <= 0 else 0
             taken: list[Job] = []
             slot: Optional[Micros] = None
-            if free > 0:
+            wait: Optional[float] = None
+            if spare > 0:  # every slot is taken: an idle source's event may take a spare one
+                wait = self._spare_at - time.monotonic()
+                if wait <= 0:
+                    self._spare_at = time.monotonic() + SPARE_LOOK_SECONDS
+                    try:
+                        taken = self.forwarding.take_paced(self.holder, spare, idle=True)[0]
+                    except Exception:  # the database may be down: the next tick tries again
+                        log.exception("taking idle sources' events failed")
+            elif free > 0:
                 # once a second, the events whose window ended while their source was
                 # paused, too (a scan of the paused sources' queues: not every take's)
                 ended = time.monotonic() >= self._sweep_at
@@ -113,7 +141,8 @@ class Relay:
                     self._busy += 1
                     self._threads += 1
                 self._pool.submit(self._one, job)
-            self._wake.wait(self._pause(slot))
+            pause = self._pause(slot)
+            self._wake.wait(pause if wait is None or wait <= 0 else min(pause, wait))
 
     def _pause(self, slot: Optional[Micros]) -> float:
         """How long to wait for a wake-up: SWEEP_SECONDS, or until a source that its rate

@@ -22,7 +22,8 @@ from keystore_service.storage.event_sql import (
     unpark_sql,
 )
 from keystore_service.storage.sql import Sql
-from keystore_service.storage.take import DESTINATION, Take, next_slot
+from keystore_service.storage.rate_slots import next_slot
+from keystore_service.storage.take import DESTINATION, Take
 from keystore_service.storage.route_tables import hook_destinations
 from keystore_service.storage.tables import hook_attempts, hook_events, hook_sources
 
@@ -207,7 +208,8 @@ class HookStore:
 
     # --- forwarding -----------------------------------------------------------------------
 
-    def take_due(self, holder: str, now: Micros, limit: int, ended: bool = False
+    def take_due(self, holder: str, now: Micros, limit: int, ended: bool = False,
+                 idle: bool = False
                  ) -> tuple[list[Event], dict[int, tuple], bool, Optional[Micros]]:
         """Take up to `limit` due events (queued and due, or delivering with an expired
         lease: taken over as the next attempt) of sources with room (not paused, fewer
@@ -220,7 +222,7 @@ class HookStore:
         `limit`, by their sources' max_in_flight or rate), and when the first source whose
         rate held some back has room again (None: no rate held any; take.next_slot)."""
         with self.db.steps() as steps:
-            sources, leased, found = self._take.run(steps, holder, now, limit, ended)
+            sources, leased, found = self._take.run(steps, holder, now, limit, ended, idle)
         return ([Event(*row) for row in leased], {row[DESTINATION]: row for row in sources},
                 len(leased) < len(found), next_slot(sources, found, leased, now))
 

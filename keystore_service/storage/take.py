@@ -159,9 +159,17 @@ _KINDS = {
 _LIMITS = {ENDED: (":n", ":n"), PROBE: ("0", "1")}
 
 
-def _candidates_pg(kind: int) -> str:
+# The relay's spare slots (gateway/relay.py) take only the due events of sources that have
+# nothing in flight (across every relay), one per destination: an idle source's event starts
+# at once however many slots other sources' slow destinations hold.
+_IDLE = (f" AND NOT EXISTS (SELECT 1 FROM hook_events b WHERE b.source_id = s.source_id AND "
+         f"b.state = {_DELIVERING} AND b.lease_until > :now)")
+
+
+def _candidates_pg(kind: int, idle: bool = False) -> str:
     """Each source's oldest events of `kind`, at most its room + 1 of them (the one more
-    tells that some were left behind), locked; rows (event id, source id, kind, order)."""
+    tells that some were left behind), locked; rows (event id, source id, kind, order).
+    With `idle`, at most one of each destination of a source with nothing in flight."""
     where, order, of_source = _KINDS[kind]
     # a source its rate holds offers none, so it locks none that another relay would skip
     # (and then forward a later event of it first)
@@ -172,12 +180,12 @@ def _candidates_pg(kind: int) -> str:
         CROSS JOIN LATERAL (
             SELECT e.id, {order} AS ord FROM hook_events e
             WHERE e.destination_id = s.id AND {where}
-            ORDER BY {order}, e.id LIMIT {limit} + 1
+            ORDER BY {order}, e.id LIMIT {"LEAST(1, " + limit + ")" if idle else limit + " + 1"}
             FOR UPDATE OF e SKIP LOCKED) f
-        WHERE {of_source}"""
+        WHERE {of_source}{_IDLE if idle else ""}"""
 
 
-def _candidates_sqlite(kind: int) -> str:
+def _candidates_sqlite(kind: int, idle: bool = False) -> str:
     """As _candidates_pg without LATERAL (SQLite has none, and its LIMIT cannot name an
     outer column): up to :n of each source; the lease then keeps each source's room."""
     where, order, of_source = _KINDS[kind]
@@ -185,8 +193,8 @@ def _candidates_sqlite(kind: int) -> str:
         SELECT e.id, e.destination_id, {kind}, {order} FROM hook_destinations s
         JOIN hook_events e ON e.id IN (
             SELECT e.id FROM hook_events e WHERE e.destination_id = s.id AND {where}
-            ORDER BY {order}, e.id LIMIT {_LIMITS.get(kind, (0, ":n"))[1]})
-        WHERE {of_source}"""
+            ORDER BY {order}, e.id LIMIT {1 if idle else _LIMITS.get(kind, (0, ":n"))[1]})
+        WHERE {of_source}{_IDLE if idle else ""}"""
 
 
 # A source's row as storage/sources.py reads it, seen through the destination taken (0021).
@@ -294,6 +302,7 @@ class Take:
         made = _candidates_sqlite if sqlite else _candidates_pg
         self.candidates = {k: Sql(text(made(k)), dialect)
                            for k in (EXPIRED, DUE, ENDED, PROBE)}
+        self.idle = Sql(text(made(DUE, idle=True)), dialect)
         sql = _SQLITE if sqlite else _PG
         self.sources = Sql(text(sql["sources"]), dialect)
         self.lease = Sql(text(sql["lease"]), dialect)
@@ -311,11 +320,12 @@ class Take:
         self.window = Sql(text(_window(self.batch)), dialect)
         self.unpark_after = 0  # the id the next sweep's window of parked events starts after
 
-    def run(self, steps: Any, holder: str, now: int, limit: int, ended: bool
-            ) -> tuple[list[tuple], list[tuple], list[list]]:
+    def run(self, steps: Any, holder: str, now: int, limit: int, ended: bool,
+            idle: bool = False) -> tuple[list[tuple], list[tuple], list[list]]:
         """In the caller's Database.steps: the sources' rows (as locked, before the lease
         wrote them), the leased events' rows, and the candidates ([event id, source id,
-        kind, order])."""
+        kind, order]). With `idle` (not with `ended`), only the due events of sources that
+        have nothing in flight, one per destination (_IDLE)."""
         kinds = (EXPIRED, DUE, ENDED, PROBE) if ended else (EXPIRED, DUE)
         params = {"now": now, "n": limit}
         # the sweep parks the held events first, and lets go those nothing holds
@@ -323,7 +333,8 @@ class Take:
         parking = [(self.window, after), (self.unpark, after), (self.park, {"now": now})] \
             if ended else []
         first = [*self.no_jit, *parking]
-        found = steps.send([*first, *((self.candidates[k], params) for k in kinds)])
+        looks = [(self.idle, params)] if idle else [(self.candidates[k], params) for k in kinds]
+        found = steps.send([*first, *looks])
         if ended:  # the next window: after this one's last, or from the first again
             (seen, last), = found[len(self.no_jit)]
             self.unpark_after = last if seen >= self.batch else 0
@@ -347,40 +358,3 @@ class Take:
                                       "forwards": json.dumps(forwards),
                                       "probe_at": probe_at})], last=True)
         return sources, leased, candidates
-
-
-_INTERVAL, _TAT = ([f.name for f in fields(Source)].index(n)
-                   for n in ("rate_interval_us", "rate_tat"))
-
-
-def burst(interval: int) -> int:
-    """A rate's burst as the take's SQL reckons it: one second's worth, at least 1."""
-    return 1 if interval >= SECOND else (SECOND + interval // 2) // interval
-
-
-def next_slot(sources: list[tuple], candidates: list[list], leased: list[tuple], now: int
-              ) -> Optional[int]:
-    """When the earliest destination whose rate held back some of its candidates in this take
-    has room again; None when no rate held any (the limit or max_in_flight did, or nothing
-    was left). Mirrors the lease's SQL: the destination's new arrival time less its burst's
-    tolerance, which is after `now`."""
-    kind_of = {row[0]: row[2] for row in candidates}
-    offered: dict[int, int] = {}
-    for _, sid, kind, _ in candidates:
-        if kind != ENDED:
-            offered[sid] = offered.get(sid, 0) + 1
-    taken: dict[int, int] = {}
-    for row in leased:
-        if kind_of[row[0]] != ENDED:
-            taken[row[_EVENT_DESTINATION]] = taken.get(row[_EVENT_DESTINATION], 0) + 1
-    slots = []
-    for row in sources:
-        interval, k = row[_INTERVAL], taken.get(row[DESTINATION], 0)
-        if interval is None or k >= offered.get(row[DESTINATION], 0):
-            continue
-        tat = max(row[_TAT] or now, now)
-        debt_slots = -(-(tat - now) // interval)  # rounded up, as the SQL's
-        if k < burst(interval) - debt_slots:
-            continue  # the rate had room for more: something else held them
-        slots.append(tat + k * interval - (burst(interval) - 1) * interval)
-    return min(slots, default=None)

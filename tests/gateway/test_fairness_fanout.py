@@ -6,6 +6,7 @@ real relay on the real clock against a flood for ten destinations that time out.
 from __future__ import annotations
 
 import json
+import threading
 import time
 
 import pytest
@@ -129,6 +130,48 @@ def test_ten_destinations_times_a_flood_leave_idle_sources_at_once(live):
         for n in range(3):
             _goes_out_at_once(http["globex"], idle, quick, f"i{n}")
         _goes_out_at_once(http["acme"], near, quick, "n0")
+    finally:
+        slow.close()
+        quick.close()
+
+
+def test_a_flood_past_the_relays_slots_leaves_idle_sources_a_spare_slot(live):
+    """Ten destinations at the default max_in_flight (4: 40 forwards, past the relay's 16
+    slots) answer after their 3 s timeout: every slot is taken, and a slot frees only as a
+    forward times out. An idle source's event still starts within 1 s (a spare slot, which
+    the flooded source never takes: at most 16 of its forwards are ever in flight), where
+    it waited up to 3 s for a slot before."""
+    app, http = live
+    lock, now_in, most = threading.Lock(), [0], [0]
+
+    def slow_answer(n, r):
+        with lock:
+            now_in[0] += 1
+            most[0] = max(most[0], now_in[0])
+        time.sleep(4)  # past the 3 s timeout
+        with lock:
+            now_in[0] -= 1
+        return 200
+    slow, quick = Sink(slow_answer), Sink()
+    try:
+        flooded = fanned(http["acme"], "flooded", [f"{slow.url}/d{i}" for i in range(TEN)],
+                         timeout_seconds=3)
+        assert {d["max_in_flight"] for d in flooded["destinations"]} == {4}
+        idle = create_source(http["globex"], http["globex"].token, quick.url, name="idle")
+        near = create_source(http["acme"], http["acme"].token, quick.url, name="near")
+        ks = app.extensions["keystore"]
+        relay = ks.gateway.start_relay(ks.settings, "spare-relay")
+        assert relay.concurrency == 16 and relay.spare == 4
+        backlog(http["acme"], flooded, "f", 100)
+        deadline = time.monotonic() + 10
+        while most[0] < relay.concurrency and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert most[0] == relay.concurrency  # every slot is the flood's
+        time.sleep(0.5)  # the slots stay taken: a timed-out forward's slot goes to the flood
+        for n in range(3):
+            _goes_out_at_once(http["globex"], idle, quick, f"i{n}")
+        _goes_out_at_once(http["acme"], near, quick, "n0")
+        assert most[0] == relay.concurrency  # the flood never took a spare slot
     finally:
         slow.close()
         quick.close()

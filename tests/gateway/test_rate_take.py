@@ -11,7 +11,7 @@ import json
 from sqlalchemy import select, update
 
 from keystore_service.domain.records import SECOND
-from keystore_service.storage import take
+from keystore_service.storage import rate_slots
 from keystore_service.storage.route_tables import hook_destinations
 from keystore_service.storage.tables import hook_sources
 
@@ -109,10 +109,10 @@ def test_a_patch_starts_the_rate_afresh_or_clears_it(gw, forwarding, clock):
 
 
 def test_the_burst_is_one_seconds_worth_and_at_least_one():
-    assert [take.burst(SECOND // n) for n in (1, 5, 7, 1000, 1_000_000)] == [1, 5, 7, 1000,
+    assert [rate_slots.burst(SECOND // n) for n in (1, 5, 7, 1000, 1_000_000)] == [1, 5, 7, 1000,
                                                                             1_000_000]
-    assert take.burst(-(-SECOND // 7)) == 7  # 142,858 us, rounded up by the API
-    assert [take.burst(60 * SECOND // n) for n in (1, 30, 60, 90, 600, 6000)] == [
+    assert rate_slots.burst(-(-SECOND // 7)) == 7  # 142,858 us, rounded up by the API
+    assert [rate_slots.burst(60 * SECOND // n) for n in (1, 30, 60, 90, 600, 6000)] == [
         1, 1, 1, 2, 10, 100]
 
 
