@@ -65,7 +65,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import fields
-from typing import Any, Optional
+from typing import Any
 
 from sqlalchemy import text
 from sqlalchemy.engine import Dialect
@@ -100,9 +100,9 @@ _RATE_ROOM = (f"(CASE WHEN s.rate_interval_us IS NULL THEN :n ELSE {_BURST} - "
 # partial index ix_hook_events_serial finds that one).
 def _first_of_key(e: str) -> str:
     """Queued event `e` is free to go: it has no key, or no other event of its key is being
-    forwarded and none accepted before it is queued (newer_wins: and due). Two looks, each a range of
-    ix_hook_events_serial (source, key, state[, below id]) that never reads the key's
-    settled history (one look with an OR read all of the key's events, history too)."""
+    forwarded and none accepted before it is queued (newer_wins: and due). Two looks, each a
+    range of ix_hook_events_serial (source, key, state[, below id]) that never reads the
+    key's settled history (one look with an OR read all of the key's events, history too)."""
     same = (f"SELECT 1 FROM hook_events k WHERE k.destination_id = {e}.destination_id AND "
             f"k.ordering_key = {e}.ordering_key AND k.state = ")
     return (f"({e}.ordering_key IS NULL OR (NOT EXISTS ({same}{_DELIVERING}) AND "

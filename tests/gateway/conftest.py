@@ -47,5 +47,14 @@ def sink():
 
 
 @pytest.fixture
+def sinks():
+    """Two sinks on loopback: the destinations of a source with several."""
+    made = [Sink(), Sink()]
+    yield made
+    for s in made:
+        s.close()
+
+
+@pytest.fixture
 def forwarding(gw_app):
     return gw_app.extensions["keystore"].gateway.forwarding

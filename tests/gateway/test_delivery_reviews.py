@@ -10,18 +10,8 @@ from __future__ import annotations
 
 import json
 
-import pytest
-
 from .bulk_support import wait_for
-from .support import SECRET, Sink, deliver, pump
-
-
-@pytest.fixture
-def sinks():
-    made = [Sink(), Sink()]
-    yield made
-    for s in made:
-        s.close()
+from .support import SECRET, deliver, pump
 
 
 def _source(gw, sinks, name="shop", **extra) -> dict:

@@ -22,14 +22,6 @@ from .support import HOLDER, SECRET, STANDARD_SECRET, Sink, count, deliver, pump
 E, D = hook_events.c, hook_destinations.c
 
 
-@pytest.fixture
-def sinks():
-    made = [Sink(), Sink()]
-    yield made
-    for s in made:
-        s.close()
-
-
 def send(gw, source: dict, event_id: str, kind: str = "invoice.paid") -> None:
     body = json.dumps({"id": event_id, "type": kind}).encode()
     status, answer, _ = deliver(gw, source, body, event_id=event_id)

@@ -14,7 +14,7 @@ from keystore_service.app import create_app
 from keystore_service.settings import Settings
 from keystore_service.storage.tables import hook_events
 
-from .support import KEY, SECRET, Sink, count, deliver, pump
+from .support import KEY, SECRET, count, deliver, pump
 
 # The default of KEYSTORE_TOKEN_CACHE_SECONDS: how long a worker reuses a source it read.
 CACHE_SECONDS = 5.0
@@ -34,14 +34,6 @@ def gw_app(database_url, clock, ticks):
     app.extensions["keystore"].gateway.ingest.monotonic = lambda: ticks[0]
     yield app
     app.extensions["keystore"].database.engine.dispose()
-
-
-@pytest.fixture
-def sinks():
-    made = [Sink(), Sink()]
-    yield made
-    for s in made:
-        s.close()
 
 
 def hook(gw, source: dict, event_id: str) -> tuple[int, dict, dict]:

@@ -8,25 +8,16 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from sqlalchemy import select
 
 from keystore_service.storage.route_tables import hook_destinations
 from keystore_service.storage.tables import hook_events
 
-from .support import SECRET, Sink, at, attempt_all, cli, deliver, pump
+from .support import SECRET, at, attempt_all, cli, deliver, pump
 
 E, D = hook_events.c, hook_destinations.c
 SECOND = 1_000_000
 WINDOW = 60
-
-
-@pytest.fixture
-def sinks():
-    made = [Sink(), Sink()]
-    yield made
-    for s in made:
-        s.close()
 
 
 def two(gw, sinks, **extra) -> dict:

@@ -1,8 +1,7 @@
-"""What the migration tests share: a record's row, a database of a test's own that it may
-migrate down, and a migration to a revision."""
+"""What the migration tests share: a record's row and a migration to a revision (a database
+of a test's own that it may migrate down is the fixture own_url, conftest.py)."""
 from __future__ import annotations
 
-import pytest
 from sqlalchemy import create_engine
 
 from keystore_service.storage import migrate
@@ -16,16 +15,6 @@ def row(**over):
                 expires_at=1, duplicate_count=0)
     base.update(over)
     return base
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def own_url(request, tmp_path):
-    """A migrated database of the test's own, which it may migrate down."""
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path}/own.db"
-        migrate.upgrade(url)
-        return url
-    return request.getfixturevalue("pg_database")("_own")
 
 
 def to_revision(url: str, revision: str, down: bool = False) -> None:

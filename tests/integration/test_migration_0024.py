@@ -9,7 +9,7 @@ from sqlalchemy.exc import IntegrityError
 from keystore_service.storage.db import normalise_url
 from keystore_service.storage.tables import records
 
-from .migration_support import own_url, row  # noqa: F401 (own_url: a fixture)
+from .migration_support import row
 from .migration_support import to_revision as _to
 
 REVIEW = ("INSERT INTO reviews (id, tenant_id, record_id, scope, key, incarnation, attempt, "

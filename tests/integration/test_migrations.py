@@ -13,7 +13,7 @@ from keystore_service.storage import migrate
 from keystore_service.storage.db import normalise_url
 from keystore_service.storage.tables import metadata, records, tenants
 
-from .migration_support import own_url, row  # noqa: F401 (own_url: a fixture)
+from .migration_support import row
 from .migration_support import to_revision as _to
 
 HOUR = 3600 * 1_000_000
