@@ -83,6 +83,33 @@ def test_filters_route_by_type_and_an_event_no_one_takes_is_filtered(gw, sinks, 
     assert [d["event_id"] for d in body["deliveries"]] == ["ev2", "ev0"]
 
 
+def test_filters_route_by_pointer_too(gw, sinks, forwarding):
+    """billing takes euro amounts of 100 or more (two parts, both must hold), crm any event
+    with a customer: each event goes where its body says, and one neither takes is
+    filtered everywhere."""
+    source = two(gw, sinks, {"filter": {"match": [
+        {"pointer": "/data/currency", "equals": "eur"},
+        {"pointer": "/data/amount", "in": [100, 250, 1000]}]}},
+        {"filter": {"match": [{"pointer": "/data/customer", "exists": True}]}})
+    bodies = {"ev0": {"currency": "eur", "amount": 250},
+              "ev1": {"currency": "eur", "amount": 5, "customer": "cus_1"},
+              "ev2": {"currency": "usd", "amount": 250},
+              "ev3": {"currency": "eur", "amount": 1000, "customer": None}}
+    for event_id, data in bodies.items():
+        body = json.dumps({"id": event_id, "type": "charge", "data": data}).encode()
+        status, answer, _ = deliver(gw, source, body, event_id=event_id)
+        assert status == 202, answer
+    while pump(forwarding):
+        pass
+    assert {e: deliveries(gw, e) for e in bodies} == {
+        "ev0": {"billing": "delivered", "crm": "filtered"},
+        "ev1": {"billing": "filtered", "crm": "delivered"},
+        "ev2": {"billing": "filtered", "crm": "filtered"},
+        "ev3": {"billing": "delivered", "crm": "delivered"}}  # null exists
+    assert [json.loads(r["body"])["id"] for r in sinks[0].requests] == ["ev0", "ev3"]
+    assert all(record(gw, e)["state"] == "succeeded" for e in bodies)
+
+
 def test_one_failing_for_good_fails_the_record_and_is_redelivered_on_its_own(
         gw, sinks, forwarding):
     sinks[1].answer = lambda n, r: 400 if n == 0 else 200
