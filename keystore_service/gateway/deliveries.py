@@ -133,7 +133,8 @@ class Deliveries:
                     "result": None, "result_resource_id": None}, cur)
             name = self._name(cur, source, event)
             self.reviews.close(cur, record.id, "redelivered", now,
-                               kind=domain.ReviewKind.DELIVERY_FAILED.value, destination=name)
+                               kind=domain.ReviewKind.DELIVERY_FAILED.value, destination=name,
+                               tenant_id=tenant_id)
         self.wake()
         return Delivery(source.name, again, [], None, name)
 

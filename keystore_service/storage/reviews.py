@@ -75,8 +75,9 @@ class ReviewStore:
             V.record_id == bindparam("record_id"), V.state == "open",
             V.kind.like(bindparam("kind"))), d)
         self._close_delivery = Sql(closing.where(
-            V.record_id == bindparam("record_id"), V.state == "open",
-            V.kind == bindparam("kind"), V.destination == bindparam("destination")), d)
+            V.tenant_id == bindparam("tenant_id"), V.record_id == bindparam("record_id"),
+            V.state == "open", V.kind == bindparam("kind"),
+            V.destination == bindparam("destination")), d)
         self._close_one = Sql(closing.where(
             V.record_id == bindparam("record_id"), V.state == "open",
             V.id == bindparam("review_id")), d)
@@ -111,13 +112,14 @@ class ReviewStore:
 
     def close(self, cur: Any, record_id: int, resolution: str, now: Micros,
               actor: Optional[str] = None, kind: str = "%",
-              review_id: Optional[int] = None, destination: Optional[str] = None
-              ) -> list[int]:
+              review_id: Optional[int] = None, destination: Optional[str] = None,
+              tenant_id: Optional[int] = None) -> list[int]:
         """Resolve the record's open reviews (of `kind`; only `review_id`; or the review of
-        `kind`, a name, of the delivery to `destination`); the record then points at its
-        oldest review still open, if any."""
+        `kind`, a name, of the delivery to `destination`, of the record's `tenant_id`); the
+        record then points at its oldest review still open, if any."""
         params = {"record_id": record_id, "kind": kind, "resolution": resolution, "now": now,
-                  "actor": actor, "review_id": review_id, "destination": destination}
+                  "actor": actor, "review_id": review_id, "destination": destination,
+                  "tenant_id": tenant_id}
         stmt = self._close_one if review_id is not None else \
             self._close_kind if destination is None else self._close_delivery
         ids = [row[0] for row in stmt.all(cur, params)]

@@ -64,6 +64,10 @@ MAINTENANCE = {
     "IssueStore._live": "the watchers: every tenant's live issues, to count or end them",
     "IssueStore._sources": "the watchers: every source's state and oldest queued event",
     "IssueStore._reviews": "the watchers: every tenant's open reviews, counted by scope",
+    "IssueStore._destinations": "the watchers: every destination's failing run, with its "
+                                "source's count of destinations",
+    "IssueStore._failed": "the watchers: every tenant's open delivery_failed reviews, counted "
+                          "by scope and destination",
     "RecordCheckStore._due": "the settlement pass: every tenant's stale plain claims in "
                              "scopes with a settlement, in bounded batches",
     "IssueStore._sends": "the watchers: every tenant's sends waiting for a person, counted by "
