@@ -10,7 +10,9 @@ for idle sources only: while slow destinations hold every slot (a source's desti
 max_in_flight add up past the slots: ten destinations at 4 are 40), a source with nothing in
 flight anywhere still gets its event out at once (storage/take.py, _IDLE), rather than after
 a slot frees, which a destination that times out delays by its timeout_seconds. The spare
-slots' take runs at most every SPARE_LOOK_SECONDS, and only while every slot is taken.
+slots are looked at only once every slot has been taken for FULL_SECONDS (forwards that end
+sooner free slots that the take gives out in turn: the spare ones would only change the
+turns' shares), and then at most every SPARE_LOOK_SECONDS.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ SPARE_SHARE = 4  # a relay has concurrency // SPARE_SHARE spare slots (4 of 16),
 # events is made at most this often (a take's cost, under a flood, 10 times a second at most;
 # an idle source's event waits 0.1 s more at worst).
 SPARE_LOOK_SECONDS = 0.1
+FULL_SECONDS = 0.25  # every slot taken this long: the forwards are slow, the spare slots open
 
 
 def holder_name(suffix: str = "") -> str:
@@ -51,6 +54,7 @@ class Relay:
         self.forwarding, self.concurrency = forwarding, concurrency
         self.spare = max(1, concurrency // SPARE_SHARE)
         self._spare_at = 0.0  # when the next look for idle sources' events may be made
+        self._full_since: Optional[float] = None  # since when every slot has been taken
         self.holder = holder or holder_name()
         self.listen_url = listen_url
         self._wake = threading.Event()
@@ -114,11 +118,12 @@ class Relay:
                 if free > 0:
                     self._owed = False
                 spare = self._free(spare=True) if free <= 0 else 0
+                full = self._full_since
             taken: list[Job] = []
             slot: Optional[Micros] = None
             wait: Optional[float] = None
-            if spare > 0:  # every slot is taken: an idle source's event may take a spare one
-                wait = self._spare_at - time.monotonic()
+            if spare > 0 and full is not None:  # an idle source's event may take a spare one
+                wait = max(self._spare_at, full + FULL_SECONDS) - time.monotonic()
                 if wait <= 0:
                     self._spare_at = time.monotonic() + SPARE_LOOK_SECONDS
                     try:
@@ -140,6 +145,8 @@ class Relay:
                 with self._lock:
                     self._busy += 1
                     self._threads += 1
+                    if self._busy >= self.concurrency and self._full_since is None:
+                        self._full_since = time.monotonic()
                 self._pool.submit(self._one, job)
             pause = self._pause(slot)
             self._wake.wait(pause if wait is None or wait <= 0 else min(pause, wait))
@@ -160,6 +167,8 @@ class Relay:
             finally:
                 with self._lock:
                     self._busy -= 1
+                    if self._busy < self.concurrency:
+                        self._full_since = None
                     again = self._left or self._owed
                 if again:  # its slot is free for an event that is waiting
                     self._wake.set()
