@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 
 import pytest
 import requests
@@ -20,6 +21,18 @@ def test_events_that_arrive_together_are_each_answered_as_alone(gw_app, gw, sink
     path = "/hooks/" + source["ingest_url"].rsplit("/", 1)[1]
     start = threading.Barrier(16, timeout=10)
     answers: list[tuple[int, int, str]] = []
+    groups = gw_app.extensions["keystore"].gateway.ingest.groups
+    if groups is not None:  # SQLite: the first statement waits until the others queued
+        many, first = groups._many, threading.Event()
+
+        def held(items):  # on a loaded machine the 16 threads may otherwise come one by one
+            if not first.is_set():
+                first.set()
+                deadline = time.monotonic() + 10
+                while len(groups._queue) < 15 and time.monotonic() < deadline:
+                    time.sleep(0.005)
+            return many(items)
+        groups._many = held
 
     def send(n: int) -> None:
         client = gw_app.test_client()
@@ -35,9 +48,8 @@ def test_events_that_arrive_together_are_each_answered_as_alone(gw_app, gw, sink
     assert sorted(answers) == sorted([(n, 200, "duplicate") for n in range(8)]
                                      + [(n, 202, "accepted") for n in range(8)])
     assert count(gw_app, hook_events) == 8 and count(gw_app, records) == 8
-    groups = gw_app.extensions["keystore"].gateway.ingest.groups
-    if backend == "sqlite":
-        assert groups.members == 16 and groups.groups < 16
+    if backend == "sqlite":  # the 15 queued went in the next two groups (a key once each)
+        assert groups.members == 16 and groups.groups == 3
     else:
         assert groups is None
 
