@@ -1,6 +1,8 @@
 """Fixtures of the gateway's tests: the app with a secret key, a test provider, a sink."""
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from keystore_service.app import create_app
@@ -58,3 +60,22 @@ def sinks():
 @pytest.fixture
 def forwarding(gw_app):
     return gw_app.extensions["keystore"].gateway.forwarding
+
+
+@pytest.fixture
+def live(database_url):
+    """The app on the real clock (its relay is started by the test), two tenants, acme and
+    globex, each with an operator; no per-source rate (a backlog is accepted as fast as the
+    test client sends it)."""
+    app = create_app(Settings(database_url=database_url, secret_key=KEY,
+                              token_cache_seconds=0, hook_rate_limit_per_second=0))
+    ks = app.extensions["keystore"]
+    now = int(time.time() * 1_000_000)
+    tokens = {}
+    for tenant in ("acme", "globex"):
+        ks.accounts.create_tenant(tenant, now)
+        tokens[tenant] = ks.accounts.create_token(tenant, "operator", None, now)
+    yield app, {t: Http(app.test_client(), tok) for t, tok in tokens.items()}
+    if ks.gateway.relay is not None:
+        ks.gateway.relay.stop(wait=5)
+    ks.database.engine.dispose()

@@ -8,31 +8,10 @@ import json
 import threading
 import time
 
-import pytest
-
-from keystore_service.app import create_app
 from keystore_service.gateway.relay import Relay
-from keystore_service.settings import Settings
 from tests.support import Http
 
-from .support import KEY, Sink, create_source, deliver
-
-
-@pytest.fixture
-def live(database_url):
-    """The app on the real clock (its relay is started by the test), two tenants; no
-    per-source rate (the backlogs are accepted as fast as the test client sends them)."""
-    app = create_app(Settings(database_url=database_url, secret_key=KEY,
-                              token_cache_seconds=0, hook_rate_limit_per_second=0))
-    ks = app.extensions["keystore"]
-    now = int(time.time() * 1_000_000)
-    ks.accounts.create_tenant("acme", now)
-    ks.accounts.create_tenant("globex", now)
-    tokens = {t: ks.accounts.create_token(t, "operator", None, now) for t in ("acme", "globex")}
-    yield app, {t: Http(app.test_client(), tok) for t, tok in tokens.items()}
-    if ks.gateway.relay is not None:
-        ks.gateway.relay.stop(wait=5)
-    ks.database.engine.dispose()
+from .support import Sink, create_source, deliver
 
 
 def backlog(http, source, prefix: str, n: int) -> None:

@@ -9,13 +9,9 @@ import json
 import threading
 import time
 
-import pytest
-
-from keystore_service.app import create_app
-from keystore_service.settings import Settings
 from tests.support import Http
 
-from .support import KEY, SECRET, Sink, create_source, deliver
+from .support import SECRET, Sink, create_source, deliver
 
 TEN = 10  # the contract's most destinations a source may have
 
@@ -76,24 +72,6 @@ def test_tenants_first_then_sources_then_destinations(gw, op, sink, forwarding):
 
 
 # --- a real relay on the real clock ---------------------------------------------------------
-
-@pytest.fixture
-def live(database_url):
-    """The app on the real clock (its relay is started by the test), two tenants; no
-    per-source rate (the flood is accepted as fast as the test client sends it)."""
-    app = create_app(Settings(database_url=database_url, secret_key=KEY,
-                              token_cache_seconds=0, hook_rate_limit_per_second=0))
-    ks = app.extensions["keystore"]
-    now = int(time.time() * 1_000_000)
-    tokens = {}
-    for tenant in ("acme", "globex"):
-        ks.accounts.create_tenant(tenant, now)
-        tokens[tenant] = ks.accounts.create_token(tenant, "operator", None, now)
-    yield app, {t: Http(app.test_client(), tok) for t, tok in tokens.items()}
-    if ks.gateway.relay is not None:
-        ks.gateway.relay.stop(wait=5)
-    ks.database.engine.dispose()
-
 
 def _goes_out_at_once(http, source: dict, sink: Sink, event_id: str) -> None:
     """`event_id`, accepted now, reaches `sink` (its first attempt starts) within 1 s."""
